@@ -1,0 +1,102 @@
+"""Directive rules: plain functions taking the acting principal explicitly.
+
+They run inside the caller's transaction (the MCP dispatcher opens one per call; the admin wraps
+its actions in one), so a refusal raised here leaves nothing written.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from intents.models import Directive
+from operator_site.face.envelope import Refusal
+from operator_site.models import Principal
+
+MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
+DEFAULT_DIRECTIVE_MINUTES = 60
+
+
+def normalise_topic(topic: str | None) -> str:
+    return " ".join((topic or "").split()).lower()
+
+
+def set_directive(
+    *, principal: Principal, kind: str, topic: str | None, minutes: int, reason: str | None,
+    now: datetime | None = None,
+) -> tuple[Directive, list[int]]:
+    """Put a directive in force for `minutes`. A newer directive of the same kind and topic
+    replaces the one in force (the latest instruction wins); returns the new row and the ids it
+    superseded."""
+    if kind not in Directive.Kind.values:
+        raise Refusal("invalid_kind", f"Unknown directive kind {kind!r}; use quiet, topic_mute or focus.")
+    topic_norm = normalise_topic(topic)
+    if kind in Directive.TOPIC_KINDS and not topic_norm:
+        raise Refusal("topic_required", f"A {kind} directive needs a topic.")
+    if kind == Directive.Kind.QUIET and topic_norm:
+        raise Refusal("topic_not_allowed", "A quiet directive holds everything; it takes no topic.")
+    if not 1 <= minutes <= MAX_DIRECTIVE_MINUTES:
+        raise Refusal("minutes_out_of_range", f"minutes must be between 1 and {MAX_DIRECTIVE_MINUTES}.")
+    now = now or timezone.now()
+    in_force = Directive.objects.active(now).filter(kind=kind, topic=topic_norm)
+    superseded = list(in_force.values_list("id", flat=True))
+    in_force.update(cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.SUPERSEDED)
+    directive = Directive.objects.create(
+        kind=kind,
+        topic=topic_norm,
+        reason=(reason or "").strip(),
+        set_by=principal,
+        actor=principal.name,
+        created_at=now,
+        expires_at=now + timedelta(minutes=minutes),
+    )
+    return directive, superseded
+
+
+def clear_directives(
+    *, principal: Principal, directive_id: int | None = None, kind: str | None = None,
+    everything: bool = False, now: datetime | None = None,
+) -> list[Directive]:
+    """Lift one directive (by id), every directive of one kind, or all of them."""
+    if sum((directive_id is not None, kind is not None, everything)) != 1:
+        raise Refusal("one_selector_required", "Give exactly one of id, kind, or all: true.")
+    now = now or timezone.now()
+    targets = Directive.objects.active(now)
+    if directive_id is not None:
+        targets = targets.filter(id=directive_id)
+        if not targets.exists():
+            raise Refusal("not_found", f"No directive {directive_id} is in force (unknown, expired or cleared).")
+    elif kind is not None:
+        targets = targets.filter(kind=kind)
+    cleared = list(targets.order_by("expires_at", "id"))
+    Directive.objects.filter(id__in=[d.id for d in cleared], cleared_at__isnull=True).update(
+        cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.CLEARED
+    )
+    for directive in cleared:
+        directive.cleared_at, directive.cleared_by, directive.clear_reason = now, principal, "cleared"
+    return cleared
+
+
+def active_directives(now: datetime | None = None) -> QuerySet[Directive]:
+    """In force now, soonest expiry first."""
+    return Directive.objects.active(now).select_related("set_by").order_by("expires_at", "id")
+
+
+def directive_dict(directive: Directive, now: datetime | None = None) -> dict[str, Any]:
+    now = now or timezone.now()
+    seconds_left = (directive.expires_at - now).total_seconds()
+    return {
+        "id": directive.id,
+        "kind": directive.kind,
+        "topic": directive.topic or None,
+        "reason": directive.reason or None,
+        "set_by": directive.actor,
+        "created": directive.created_at,
+        "expires": directive.expires_at,
+        "minutes_left": max(0, math.ceil(seconds_left / 60)),
+        "cleared": directive.cleared_at,
+    }

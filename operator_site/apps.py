@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OperatorSiteConfig(AppConfig):
+    name = "operator_site"
+    verbose_name = "Operator"

@@ -1,0 +1,222 @@
+"""Dispatch of one `tools/call`: allowlist, argument validation, actor overwrite, the transaction,
+the audit row, the envelope.
+
+Order of events for a call to a registered tool:
+
+1. The principal's allowlist is checked; a tool outside it is refused before anything runs.
+2. The arguments are validated against the tool's pydantic model (the same model its published
+   `inputSchema` was derived from); a bad argument is an `isError` result naming the field.
+3. `actor`, where the tool takes one, is overwritten with the principal's identity. What the caller
+   claimed goes to the audit row only (seed §4.1, Article III §3.7).
+4. On a worker thread: one transaction runs the tool and appends the audit row. A `Refusal`
+   (including a lost version race) rolls the whole transaction back, and the refusal and its audit
+   row are written on their own. Nothing is ever half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, transaction
+from mcp_types import CallToolResult
+from pydantic import ValidationError
+
+from operator_site.face.envelope import Refusal, envelope
+from operator_site.face.registry import ToolSpec
+from operator_site.models import AuditEvent, Principal
+
+logger = logging.getLogger("operator.face")
+
+_MISSING = object()
+# Larger claimed actors are kept as a digest: an audit row is not a place to store megabytes.
+_MAX_CLAIMED_ACTOR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a tool function knows about its call: who is acting, and what they claimed."""
+
+    principal: Principal
+    tool: ToolSpec
+    claimed_actor: Any = None
+
+    @property
+    def actor(self) -> str:
+        """The acting identity, always from the principal, never from the `actor` argument."""
+        return self.principal.name
+
+
+_db_limiter: anyio.CapacityLimiter | None = None
+
+
+def db_limiter() -> anyio.CapacityLimiter:
+    """Bounds concurrent ORM work per process, hence open database connections per process."""
+    global _db_limiter
+    if _db_limiter is None:
+        _db_limiter = anyio.CapacityLimiter(settings.OPERATOR_DB_THREADS)
+    return _db_limiter
+
+
+async def run_db(fn: Any, *args: Any) -> Any:
+    """Run sync ORM code on a bounded worker thread, closing stale connections around it.
+
+    Tool threads live outside Django's request cycle, so nobody else closes their connections.
+    """
+
+    def wrapped() -> Any:
+        close_old_connections()
+        try:
+            return fn(*args)
+        finally:
+            close_old_connections()
+
+    return await anyio.to_thread.run_sync(wrapped, limiter=db_limiter())
+
+
+def canonical_digest(arguments: Any) -> str:
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _claimed_for_audit(claimed: Any) -> Any:
+    if claimed is _MISSING:
+        return None
+    text = json.dumps(claimed, ensure_ascii=False, default=str)
+    if len(text) <= _MAX_CLAIMED_ACTOR_CHARS:
+        return claimed
+    return {"truncated": True, "chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def _write_audit(
+    principal: Principal, tool: str, outcome: str, code: str, started: float, args_digest: str, claimed: Any
+) -> None:
+    AuditEvent.objects.create(
+        principal=principal,
+        tool=tool[:200],
+        outcome=outcome,
+        error_code=code,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        args_sha256=args_digest,
+        claimed_actor=_claimed_for_audit(claimed),
+    )
+
+
+def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
+    """Field names and messages only: the rejected values are the caller's data, not ours to echo."""
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(part) for part in err["loc"]) or "(arguments)"
+        out.append({"field": loc, "message": err["msg"]})
+    return out
+
+
+def _run_in_transaction(
+    spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
+) -> CallToolResult:
+    try:
+        with transaction.atomic():
+            result = spec.fn(call, args)
+            _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
+        return envelope(result)
+    except Refusal as refusal:
+        # The transaction above is rolled back: the refusal leaves only its audit row behind.
+        _write_audit(
+            call.principal, spec.name, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed
+        )
+        return envelope(refusal.as_result())
+    except DatabaseError:
+        logger.exception("database error in tool %s", spec.name)
+        _best_effort_audit(call, spec, "database_unavailable", started, args_digest, claimed)
+        return envelope(
+            {
+                "ok": False,
+                "error": "database_unavailable",
+                "reason": "The database did not complete this call; nothing was written. Retry shortly.",
+                "retry": True,
+            },
+            is_error=True,
+        )
+    except Exception:
+        logger.exception("tool %s crashed", spec.name)
+        _write_audit(
+            call.principal, spec.name, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed
+        )
+        return envelope(
+            {
+                "ok": False,
+                "error": "internal_error",
+                "reason": "The operator failed to complete this call; nothing was written.",
+            },
+            is_error=True,
+        )
+
+
+def _best_effort_audit(
+    call: ToolCall, spec: ToolSpec, code: str, started: float, args_digest: str, claimed: Any
+) -> None:
+    """The database just failed this call; record it if the database will take the row."""
+    try:
+        _write_audit(call.principal, spec.name, AuditEvent.Outcome.ERROR, code, started, args_digest, claimed)
+    except DatabaseError:
+        logger.warning("could not audit %s: the database is unavailable", spec.name)
+
+
+def _refuse_before_dispatch(
+    principal: Principal, tool: str, code: str, started: float, args_digest: str, claimed: Any
+) -> None:
+    _write_audit(principal, tool, AuditEvent.Outcome.REFUSED, code, started, args_digest, claimed)
+
+
+async def audit_unknown_tool(principal: Principal, name: str, arguments: dict[str, Any]) -> None:
+    started = time.perf_counter()
+    claimed = arguments.get("actor", _MISSING) if isinstance(arguments, dict) else _MISSING
+    await run_db(_refuse_before_dispatch, principal, name, "unknown_tool", started, canonical_digest(arguments),
+                 claimed)
+
+
+async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, Any]) -> CallToolResult:
+    started = time.perf_counter()
+    args_digest = canonical_digest(arguments)
+    claimed = arguments.get("actor", _MISSING)
+
+    if not principal.may_call(spec.name):
+        await run_db(_refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest,
+                     claimed)
+        return envelope(
+            {
+                "ok": False,
+                "error": "tool_not_allowed",
+                "reason": f"{spec.name} is not in the tool allowlist of principal {principal.name!r}.",
+                "tool": spec.name,
+                "principal": principal.name,
+            },
+            is_error=True,
+        )
+
+    try:
+        args = spec.args.model_validate(spec.sdk_tool.fn_metadata.pre_parse_json(arguments))
+    except ValidationError as exc:
+        fields = _field_errors(exc)
+        await run_db(_refuse_before_dispatch, principal, spec.name, "invalid_arguments", started, args_digest,
+                     claimed)
+        reason = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+        return envelope(
+            {"ok": False, "error": "invalid_arguments", "reason": f"Invalid arguments — {reason}",
+             "fields": fields},
+            is_error=True,
+        )
+
+    if spec.takes_actor:
+        # Accepted, never trusted: the acting identity is the principal's, whatever was claimed.
+        args.actor = principal.name
+
+    call = ToolCall(principal=principal, tool=spec, claimed_actor=None if claimed is _MISSING else claimed)
+    return await run_db(_run_in_transaction, spec, call, args, started, args_digest, claimed)

@@ -1,0 +1,173 @@
+"""The tool registry: every tool the face serves, declared next to its app's models.
+
+Each app declares its tools in `<app>/tools.py` with the `@tool` decorator and a pydantic argument
+model (the Python counterpart of the seed's Zod schemas). The registry turns each declaration into
+an SDK `Tool` object ONCE, at import: the SDK derives the `inputSchema` from the argument model,
+and the per-request server is built from these prebuilt objects (re-registering per request costs
+~23 ms; reusing costs nothing).
+
+The registry also knows each tool's class (seed §4.2: read, write, gated, intent) and derives the
+MCP annotations from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import ToolAnnotations
+from pydantic import ConfigDict
+
+if TYPE_CHECKING:
+    from operator_site.face.dispatch import ToolCall
+
+
+class ToolClass(StrEnum):
+    READ = "read"
+    WRITE = "write"
+    GATED = "gated"
+    INTENT = "intent"
+
+
+# Seed §4.3, "All 24 tools, in declaration order". tools/list follows this order.
+SEED_ORDER: tuple[str, ...] = (
+    "operator_context_packet",
+    "operator_state",
+    "operator_user_world_model",
+    "operator_tick",
+    "operator_update_task",
+    "operator_update_decision",
+    "operator_record_instruction",
+    "operator_set_directive",
+    "operator_clear_directive",
+    "operator_list_directives",
+    "operator_update_world_model",
+    "operator_revert_world_model",
+    "operator_apply_goal_change",
+    "operator_reconcile_goal_model",
+    "operator_revert_goal_model",
+    "operator_log_decision",
+    "operator_record_progress",
+    "operator_record_observation",
+    "operator_record_action_intent",
+    "operator_update_action_intent",
+    "operator_history",
+    "operator_run_start",
+    "operator_run_heartbeat",
+    "operator_run_finish",
+)
+
+# The modules that declare tools. Importing them registers their tools.
+TOOL_MODULES: tuple[str, ...] = ("intents.tools",)
+
+
+class ToolArgs(ArgModelBase):
+    """Base of every tool's argument model. Unknown arguments are refused, naming the field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    tool_class: ToolClass
+    args: type[ToolArgs]
+    fn: ToolFn
+    title: str
+    description: str
+    examples: tuple[dict[str, Any], ...]
+    sdk_tool: Tool = field(repr=False)
+
+    @property
+    def takes_actor(self) -> bool:
+        return "actor" in self.args.model_fields
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool_class is ToolClass.READ
+
+
+_REGISTRY: dict[str, ToolSpec] = {}
+
+
+async def _never_called(**_: Any) -> Any:  # pragma: no cover - the server dispatches itself
+    raise RuntimeError("operator tools are dispatched by OperatorServer.call_tool")
+
+
+def tool(
+    name: str,
+    *,
+    tool_class: ToolClass,
+    args: type[ToolArgs],
+    title: str,
+    examples: list[dict[str, Any]],
+) -> Callable[[ToolFn], ToolFn]:
+    """Declare a tool. The function's docstring is the description a model reads; `examples` are
+    valid argument sets (published in the input schema, and exercised by the registry tests)."""
+    if name not in SEED_ORDER:
+        raise ValueError(f"{name} is not one of the seed's 24 tools")
+    if not examples:
+        raise ValueError(f"{name} needs at least one example argument set")
+    for example in examples:
+        args.model_validate(example)  # an example that does not validate is a bug, caught at import
+
+    def register(fn: ToolFn) -> ToolFn:
+        if name in _REGISTRY:
+            raise ValueError(f"tool {name} is declared twice")
+        description = " ".join((fn.__doc__ or "").split())
+        annotations = ToolAnnotations(
+            title=title,
+            read_only_hint=tool_class is ToolClass.READ,
+            # Nothing here acts outside the operator: even the intent path only records.
+            destructive_hint=False,
+            open_world_hint=False,
+        )
+        sdk_tool = Tool(
+            fn=_never_called,
+            name=name,
+            title=title,
+            description=description,
+            parameters={**args.model_json_schema(by_alias=True), "examples": examples},
+            fn_metadata=FuncMetadata(arg_model=args),
+            is_async=True,
+            annotations=annotations,
+            meta={"io.operator/class": str(tool_class)},
+        )
+        _REGISTRY[name] = ToolSpec(name, tool_class, args, fn, title, description, tuple(examples), sdk_tool)
+        return fn
+
+    return register
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for module in TOOL_MODULES:
+            importlib.import_module(module)
+        _loaded = True
+
+
+def get(name: str) -> ToolSpec | None:
+    _load()
+    return _REGISTRY.get(name)
+
+
+def all_tools() -> list[ToolSpec]:
+    """Every registered tool, in the seed's declaration order."""
+    _load()
+    return [_REGISTRY[name] for name in SEED_ORDER if name in _REGISTRY]
+
+
+def names() -> list[str]:
+    return [spec.name for spec in all_tools()]

@@ -1,0 +1,115 @@
+"""Who may call the operator (principals) and what every call did (the audit trail)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class AppendOnlyError(Exception):
+    """Raised on any attempt to change or remove a row of an append-only table."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(f"{self.model.__name__} is append-only: rows cannot be updated")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{self.model.__name__} is append-only: rows cannot be deleted")
+
+
+class AppendOnlyModel(models.Model):
+    """A table you can only add to: no update or delete path through the ORM or the admin.
+
+    Used by the audit trail here and by every other append-only record (decision log,
+    observations). The admin registers these read-only as well.
+    """
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} is append-only: rows cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(f"{type(self).__name__} is append-only: rows cannot be deleted")
+
+
+class Principal(models.Model):
+    """A bearer-token identity: a human on the allowlist, or an autonomous agent.
+
+    Only the SHA-256 digest of the token is stored. `tools` is the principal's tool allowlist
+    (null: every tool). A human principal may be linked to the Django user the person logs into
+    the admin with; that link is what lets a staff login act as this human.
+    """
+
+    class Kind(models.TextChoices):
+        HUMAN = "human", "human"
+        AGENT = "agent", "autonomous agent"
+
+    OWNER_NAME = "owner"
+
+    name = models.SlugField(max_length=64, unique=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    token_digest = models.CharField(max_length=64, unique=True, null=True, blank=True, editable=False)
+    tools = models.JSONField(null=True, blank=True, help_text="Tool allowlist; empty means every tool.")
+    active = models.BooleanField(default=True)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="principal",
+        help_text="The staff login of this human in the admin.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+    @property
+    def is_human(self) -> bool:
+        return self.kind == self.Kind.HUMAN
+
+    def may_call(self, tool_name: str) -> bool:
+        return self.tools is None or tool_name in self.tools
+
+
+class AuditEvent(AppendOnlyModel):
+    """One row per `tools/call`, whatever its outcome. Append-only.
+
+    Holds a digest of the arguments, never the arguments themselves (they may carry text the
+    person would not want copied around), and what the caller *claimed* as actor.
+    """
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "ok"
+        REFUSED = "refused", "refused"
+        ERROR = "error", "error"
+
+    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="audit_events")
+    tool = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    duration_ms = models.FloatField()
+    args_sha256 = models.CharField(max_length=64)
+    claimed_actor = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["principal", "-id"]), models.Index(fields=["tool", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.principal_id} {self.tool} {self.outcome}"

@@ -1,0 +1,176 @@
+"""The operator's one settings file, driven by the environment (django-environ).
+
+Every variable is documented in `.env.example`. Defaults give a working local service on the
+embedded SQLite database; PostgreSQL is one `DATABASE_URL` away.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A `.env` file next to manage.py is read if present; real environment variables win.
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def _strict_bool(name: str, default: bool) -> bool:
+    """A bool env var must say yes or no: a typo like DEBUG=ture is an error, not False."""
+    raw = env.str(name, default="")
+    if raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
+
+
+DEBUG = _strict_bool("DEBUG", False)
+
+DATA_DIR = Path(env.str("OPERATOR_DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    key = env.str("SECRET_KEY", default="")
+    if key:
+        return key
+    key_file = DATA_DIR / "secret_key"
+    if key_file.exists():
+        return key_file.read_text().strip()
+    if DEBUG:
+        return "insecure-debug-only-key-do-not-use-in-production"  # noqa: S105
+    raise ImproperlyConfigured(
+        "SECRET_KEY is required: set it in the environment, or run `python3 manage.py serve` once "
+        f"to generate {key_file}."
+    )
+
+
+SECRET_KEY = _secret_key()
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+# Browser origins allowed to call /mcp besides those whose host is in ALLOWED_HOSTS.
+OPERATOR_ALLOWED_ORIGINS = env.list("OPERATOR_ALLOWED_ORIGINS", default=[])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# The bootstrap token of the built-in human principal `owner` (see operator_site/face/auth.py).
+OPERATOR_TOKEN = env.str("OPERATOR_TOKEN", default="")
+OPERATOR_OWNER_USERNAME = env.str("OPERATOR_OWNER_USERNAME", default="owner")
+OPERATOR_MAX_BODY_BYTES = env.int("OPERATOR_MAX_BODY_BYTES", default=1024 * 1024)
+if OPERATOR_MAX_BODY_BYTES < 1024:
+    raise ImproperlyConfigured("OPERATOR_MAX_BODY_BYTES must be at least 1024")
+# How many tool calls may touch the database at once per worker process: bounds the number of
+# database connections a worker holds (one per worker thread), whatever the request concurrency.
+OPERATOR_DB_THREADS = env.int("OPERATOR_DB_THREADS", default=8)
+
+TIME_ZONE = env.str("OPERATOR_TIME_ZONE", default="UTC")
+OPERATOR_TIME_ZONE = TIME_ZONE
+USE_TZ = True
+USE_I18N = False
+LANGUAGE_CODE = "en-us"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "ninja",
+    "operator_site",
+    "beliefs",
+    "goals",
+    "intents",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "operator_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "operator_site.asgi.application"
+
+# --- Database -----------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'operator.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE transactions take the write lock at BEGIN, so concurrent writers queue on the busy
+    # timeout instead of failing with "database is locked" half-way; WAL lets readers run alongside.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+        }
+    )
+    # pytest-django's default in-memory shared-cache database breaks threaded tests; use a file.
+    _db["TEST"] = {"NAME": str(DATA_DIR / "test-operator.sqlite3")}
+else:
+    # Persistent connections, one per worker thread (bounded by OPERATOR_DB_THREADS), health-checked.
+    _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=300))
+    _db["CONN_HEALTH_CHECKS"] = True
+    _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+# --- Security headers (the service is usually behind TLS termination in production) -------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_SECURE = _strict_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- Logging: one line of JSON per record on stderr ------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "operator_site.logging.JsonFormatter"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
+    "loggers": {
+        # The SDK logs every stateless request at INFO; one line per call is noise, not signal.
+        "mcp": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
+}
