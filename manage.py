@@ -58,7 +58,15 @@ def _ensure_venv(extras: tuple[str, ...]) -> None:
     wanted = tuple(sorted(set(extras) | (installed or set())))
     print(f"operator: installing dependencies ({', '.join(wanted) or 'runtime'})", flush=True)
     subprocess.check_call(
-        [str(_venv_python()), "-m", "pip", "install", "--disable-pip-version-check", "-q", *_requirements(wanted)]
+        [
+            str(_venv_python()),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            *_requirements(wanted),
+        ]
     )
     stamp_file.write_text(json.dumps({"pyproject": digest, "extras": list(wanted)}))
 

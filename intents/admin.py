@@ -14,7 +14,16 @@ from operator_site.face.envelope import Refusal
 
 @admin.register(Directive)
 class DirectiveAdmin(ReadOnlyAdmin):
-    list_display = ("kind", "topic", "reason", "actor", "created_at", "expires_at", "in_force", "clear_reason")
+    list_display = (
+        "kind",
+        "topic",
+        "reason",
+        "actor",
+        "created_at",
+        "expires_at",
+        "in_force",
+        "clear_reason",
+    )
     list_filter = ("kind", "clear_reason")
     search_fields = ("topic", "reason")
     actions = ("clear_selected",)

@@ -11,7 +11,7 @@ from operator_site.models import Principal
 
 
 class DirectiveQuerySet(models.QuerySet):
-    def active(self, now=None) -> DirectiveQuerySet:  # noqa: ANN001
+    def active(self, now=None) -> DirectiveQuerySet:
         """Not cleared and not yet expired: an expired directive is never in force, swept or not."""
         return self.filter(cleared_at__isnull=True, expires_at__gt=now or timezone.now())
 
@@ -36,7 +36,9 @@ class Directive(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     cleared_at = models.DateTimeField(null=True, blank=True)
-    cleared_by = models.ForeignKey(Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    cleared_by = models.ForeignKey(
+        Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     clear_reason = models.CharField(max_length=16, choices=ClearReason.choices, blank=True, default="")
 
     objects = DirectiveQuerySet.as_manager()
@@ -44,10 +46,14 @@ class Directive(models.Model):
     class Meta:
         ordering = ["expires_at", "id"]
         indexes = [
-            models.Index(fields=["expires_at"], condition=Q(cleared_at__isnull=True), name="directive_open_by_expiry"),
+            models.Index(
+                fields=["expires_at"], condition=Q(cleared_at__isnull=True), name="directive_open_by_expiry"
+            ),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(expires_at__gt=models.F("created_at")), name="directive_expires_after_set"),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("created_at")), name="directive_expires_after_set"
+            ),
             models.CheckConstraint(
                 condition=Q(kind="quiet", topic="") | (Q(kind__in=["topic_mute", "focus"]) & ~Q(topic="")),
                 name="directive_topic_iff_topic_kind",

@@ -26,7 +26,12 @@ def normalise_topic(topic: str | None) -> str:
 
 
 def set_directive(
-    *, principal: Principal, kind: str, topic: str | None, minutes: int, reason: str | None,
+    *,
+    principal: Principal,
+    kind: str,
+    topic: str | None,
+    minutes: int,
+    reason: str | None,
     now: datetime | None = None,
 ) -> tuple[Directive, list[int]]:
     """Put a directive in force for `minutes`. A newer directive of the same kind and topic
@@ -58,8 +63,12 @@ def set_directive(
 
 
 def clear_directives(
-    *, principal: Principal, directive_id: int | None = None, kind: str | None = None,
-    everything: bool = False, now: datetime | None = None,
+    *,
+    principal: Principal,
+    directive_id: int | None = None,
+    kind: str | None = None,
+    everything: bool = False,
+    now: datetime | None = None,
 ) -> list[Directive]:
     """Lift one directive (by id), every directive of one kind, or all of them."""
     if sum((directive_id is not None, kind is not None, everything)) != 1:
@@ -69,7 +78,9 @@ def clear_directives(
     if directive_id is not None:
         targets = targets.filter(id=directive_id)
         if not targets.exists():
-            raise Refusal("not_found", f"No directive {directive_id} is in force (unknown, expired or cleared).")
+            raise Refusal(
+                "not_found", f"No directive {directive_id} is in force (unknown, expired or cleared)."
+            )
     elif kind is not None:
         targets = targets.filter(kind=kind)
     cleared = list(targets.order_by("expires_at", "id"))

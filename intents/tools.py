@@ -54,8 +54,12 @@ def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
     and topic replaces the one in force. Safety notices are never held by directives."""
     now = timezone.now()
     directive, superseded = services.set_directive(
-        principal=call.principal, kind=args.kind, topic=args.topic, minutes=args.minutes,
-        reason=args.reason, now=now,
+        principal=call.principal,
+        kind=args.kind,
+        topic=args.topic,
+        minutes=args.minutes,
+        reason=args.reason,
+        now=now,
     )
     return {"ok": True, "directive": services.directive_dict(directive, now), "superseded": superseded}
 

@@ -55,7 +55,12 @@ def health(request: HttpRequest) -> tuple[int, dict[str, Any]]:
         database = f"unreachable: {type(exc).__name__}"
         migrations = "unknown"
     ok = database == "ok" and migrations == "applied"
-    return (200 if ok else 503), {"ok": ok, "database": database, "migrations": migrations, "version": __version__}
+    return (200 if ok else 503), {
+        "ok": ok,
+        "database": database,
+        "migrations": migrations,
+        "version": __version__,
+    }
 
 
 class ToolInfo(Schema):

@@ -17,10 +17,12 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "operator_site.settings")
 
-from django.conf import settings  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
-from starlette.staticfiles import StaticFiles  # noqa: E402
-from starlette.types import Receive, Scope, Send  # noqa: E402
+from django.conf import settings
+from django.core.asgi import get_asgi_application
+from starlette.exceptions import HTTPException
+from starlette.responses import PlainTextResponse
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 django_application = get_asgi_application()
 
@@ -31,6 +33,14 @@ registry.all_tools()  # build every SDK Tool object now, not on the first reques
 
 _static = StaticFiles(packages=[("django.contrib.admin", "static"), ("ninja", "static")])
 _STATIC_PREFIX = settings.STATIC_URL.rstrip("/")
+
+
+async def _serve_static(scope: Scope, receive: Receive, send: Send) -> None:
+    try:
+        # StaticFiles serves the part of the path after root_path.
+        await _static({**scope, "root_path": _STATIC_PREFIX}, receive, send)
+    except HTTPException as exc:  # outside a Starlette app nobody turns this into a response
+        await PlainTextResponse(exc.detail, status_code=exc.status_code)(scope, receive, send)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -54,7 +64,6 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if path in ("/mcp", "/mcp/"):
         await mcp_endpoint(scope, receive, send)
     elif path.startswith(_STATIC_PREFIX + "/"):
-        # StaticFiles serves the part of the path after root_path.
-        await _static({**scope, "root_path": _STATIC_PREFIX}, receive, send)
+        await _serve_static(scope, receive, send)
     else:
         await django_application(scope, receive, send)

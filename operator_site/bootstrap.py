@@ -17,7 +17,9 @@ from operator_site.models import Principal
 
 @transaction.atomic
 def ensure_owner(out: TextIO) -> Principal:
-    owner, _ = Principal.objects.get_or_create(name=Principal.OWNER_NAME, defaults={"kind": Principal.Kind.HUMAN})
+    owner, _ = Principal.objects.get_or_create(
+        name=Principal.OWNER_NAME, defaults={"kind": Principal.Kind.HUMAN}
+    )
     if settings.OPERATOR_TOKEN:
         owner = adopt_owner_token() or owner
         out.write("operator: owner token: the value of OPERATOR_TOKEN\n")
@@ -29,7 +31,10 @@ def ensure_owner(out: TextIO) -> Principal:
             "  (a new one any time: python3 manage.py operator_token create owner --rotate)\n"
         )
     else:
-        out.write("operator: owner token: issued earlier (rotate: python3 manage.py operator_token create owner --rotate)\n")
+        out.write(
+            "operator: owner token: issued earlier "
+            "(rotate: python3 manage.py operator_token create owner --rotate)\n"
+        )
 
     if owner.user is None:
         User = get_user_model()

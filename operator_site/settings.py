@@ -46,7 +46,7 @@ def _secret_key() -> str:
     if key_file.exists():
         return key_file.read_text().strip()
     if DEBUG:
-        return "insecure-debug-only-key-do-not-use-in-production"  # noqa: S105
+        return "insecure-debug-only-key-do-not-use-in-production"
     raise ImproperlyConfigured(
         "SECRET_KEY is required: set it in the environment, or run `python3 manage.py serve` once "
         f"to generate {key_file}."

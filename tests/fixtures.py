@@ -27,7 +27,9 @@ SEED_HEADERS = {"Content-Type": "application/json", "Accept": "application/json,
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
         if os.environ.get("OPERATOR_REQUIRE_POSTGRES") == "1":
-            pytest.fail("this run must be on PostgreSQL (OPERATOR_REQUIRE_POSTGRES=1) but DATABASE_URL is not")
+            pytest.fail(
+                "this run must be on PostgreSQL (OPERATOR_REQUIRE_POSTGRES=1) but DATABASE_URL is not"
+            )
         pytest.skip("needs PostgreSQL: races and locks are proven there (CI runs this on PostgreSQL)")
 
 
@@ -61,8 +63,9 @@ def make_principal(db: None) -> Callable[..., Holder]:
 
 @pytest.fixture
 def owner(make_principal: Callable[..., Holder], django_user_model: Any) -> Holder:
-    user = django_user_model.objects.create_user("owner", password="pw-owner-123", is_staff=True,
-                                                 is_superuser=True)
+    user = django_user_model.objects.create_user(
+        "owner", password="pw-owner-123", is_staff=True, is_superuser=True
+    )
     return make_principal("owner", kind="human", user=user)
 
 
@@ -76,8 +79,9 @@ def asgi_http(token: str | None = None, base_url: str = "http://127.0.0.1", **kw
     from operator_site.asgi import application
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url=base_url,
-                              headers=headers, **kw)
+    return httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=application), base_url=base_url, headers=headers, **kw
+    )
 
 
 @asynccontextmanager
@@ -110,13 +114,18 @@ def parse_sse(body: str) -> dict[str, Any]:
     assert len(events) == 1, body
     lines = events[0].split("\n")
     assert "event: message" in lines, body
-    data = [line[len("data: "):] for line in lines if line.startswith("data: ")]
+    data = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
     assert len(data) == 1, body
     return json.loads(data[0])
 
 
-async def rpc(http: httpx2.AsyncClient, method: str, params: dict[str, Any] | None = None,
-              id_: int = 1, headers: dict[str, str] | None = None) -> httpx2.Response:
+async def rpc(
+    http: httpx2.AsyncClient,
+    method: str,
+    params: dict[str, Any] | None = None,
+    id_: int = 1,
+    headers: dict[str, str] | None = None,
+) -> httpx2.Response:
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
     if params is not None:
         message["params"] = params
@@ -172,9 +181,23 @@ def start_uvicorn(workers: int = 1, extra_env: dict[str, str] | None = None) -> 
         **(extra_env or {}),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "operator_site.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", str(workers), "--no-access-log", "--log-level", "warning"],
-        cwd=ROOT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "operator_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

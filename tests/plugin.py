@@ -10,4 +10,4 @@ os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 # database droppable at the end. Persistent connections are exercised by the live-server tests.
 os.environ.setdefault("DATABASE_CONN_MAX_AGE", "0")
 
-from tests.fixtures import *  # noqa: E402,F403
+from tests.fixtures import *  # noqa: F403

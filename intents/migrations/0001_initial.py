@@ -6,33 +6,100 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('operator_site', '0001_initial'),
+        ("operator_site", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Directive',
+            name="Directive",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('quiet', 'quiet (hold everything but safety notices)'), ('topic_mute', 'mute a topic'), ('focus', 'focus on a topic (hold everything off-topic)')], max_length=16)),
-                ('topic', models.CharField(blank=True, default='', max_length=100)),
-                ('reason', models.CharField(blank=True, default='', max_length=500)),
-                ('actor', models.CharField(help_text="The acting principal (never the caller's claim).", max_length=64)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField()),
-                ('cleared_at', models.DateTimeField(blank=True, null=True)),
-                ('clear_reason', models.CharField(blank=True, choices=[('cleared', 'cleared'), ('superseded', 'superseded by a newer directive of the same kind and topic')], default='', max_length=16)),
-                ('cleared_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='operator_site.principal')),
-                ('set_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='operator_site.principal')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("quiet", "quiet (hold everything but safety notices)"),
+                            ("topic_mute", "mute a topic"),
+                            ("focus", "focus on a topic (hold everything off-topic)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("topic", models.CharField(blank=True, default="", max_length=100)),
+                ("reason", models.CharField(blank=True, default="", max_length=500)),
+                (
+                    "actor",
+                    models.CharField(
+                        help_text="The acting principal (never the caller's claim).", max_length=64
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField()),
+                ("cleared_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "clear_reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("cleared", "cleared"),
+                            ("superseded", "superseded by a newer directive of the same kind and topic"),
+                        ],
+                        default="",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "cleared_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="operator_site.principal",
+                    ),
+                ),
+                (
+                    "set_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="operator_site.principal",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['expires_at', 'id'],
-                'indexes': [models.Index(condition=models.Q(('cleared_at__isnull', True)), fields=['expires_at'], name='directive_open_by_expiry')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('expires_at__gt', models.F('created_at'))), name='directive_expires_after_set'), models.CheckConstraint(condition=models.Q(models.Q(('kind', 'quiet'), ('topic', '')), models.Q(('kind__in', ['topic_mute', 'focus']), models.Q(('topic', ''), _negated=True)), _connector='OR'), name='directive_topic_iff_topic_kind')],
+                "ordering": ["expires_at", "id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("cleared_at__isnull", True)),
+                        fields=["expires_at"],
+                        name="directive_open_by_expiry",
+                    )
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("expires_at__gt", models.F("created_at"))),
+                        name="directive_expires_after_set",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("kind", "quiet"), ("topic", "")),
+                            models.Q(
+                                ("kind__in", ["topic_mute", "focus"]), models.Q(("topic", ""), _negated=True)
+                            ),
+                            _connector="OR",
+                        ),
+                        name="directive_topic_iff_topic_kind",
+                    ),
+                ],
             },
         ),
     ]

@@ -51,11 +51,17 @@ def authenticate(token: str | None) -> Principal | None:
         return None
     presented = digest(token)
     principal = Principal.objects.select_related("user").filter(token_digest=presented).first()
-    if principal is None and settings.OPERATOR_TOKEN and hmac.compare_digest(
-        presented, digest(settings.OPERATOR_TOKEN)
+    if (
+        principal is None
+        and settings.OPERATOR_TOKEN
+        and hmac.compare_digest(presented, digest(settings.OPERATOR_TOKEN))
     ):
         principal = adopt_owner_token()
-    if principal is None or not principal.active or not hmac.compare_digest(principal.token_digest, presented):
+    if (
+        principal is None
+        or not principal.active
+        or not hmac.compare_digest(principal.token_digest, presented)
+    ):
         return None
     now = timezone.now()
     if principal.last_used_at is None or now - principal.last_used_at > LAST_USED_RESOLUTION:

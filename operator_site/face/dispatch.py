@@ -147,7 +147,13 @@ def _run_in_transaction(
     except Exception:
         logger.exception("tool %s crashed", spec.name)
         _write_audit(
-            call.principal, spec.name, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed
+            call.principal,
+            spec.name,
+            AuditEvent.Outcome.ERROR,
+            "internal_error",
+            started,
+            args_digest,
+            claimed,
         )
         return envelope(
             {
@@ -178,8 +184,15 @@ def _refuse_before_dispatch(
 async def audit_unknown_tool(principal: Principal, name: str, arguments: dict[str, Any]) -> None:
     started = time.perf_counter()
     claimed = arguments.get("actor", _MISSING) if isinstance(arguments, dict) else _MISSING
-    await run_db(_refuse_before_dispatch, principal, name, "unknown_tool", started, canonical_digest(arguments),
-                 claimed)
+    await run_db(
+        _refuse_before_dispatch,
+        principal,
+        name,
+        "unknown_tool",
+        started,
+        canonical_digest(arguments),
+        claimed,
+    )
 
 
 async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, Any]) -> CallToolResult:
@@ -188,8 +201,9 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
     claimed = arguments.get("actor", _MISSING)
 
     if not principal.may_call(spec.name):
-        await run_db(_refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest,
-                     claimed)
+        await run_db(
+            _refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest, claimed
+        )
         return envelope(
             {
                 "ok": False,
@@ -205,12 +219,17 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         args = spec.args.model_validate(spec.sdk_tool.fn_metadata.pre_parse_json(arguments))
     except ValidationError as exc:
         fields = _field_errors(exc)
-        await run_db(_refuse_before_dispatch, principal, spec.name, "invalid_arguments", started, args_digest,
-                     claimed)
+        await run_db(
+            _refuse_before_dispatch, principal, spec.name, "invalid_arguments", started, args_digest, claimed
+        )
         reason = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         return envelope(
-            {"ok": False, "error": "invalid_arguments", "reason": f"Invalid arguments — {reason}",
-             "fields": fields},
+            {
+                "ok": False,
+                "error": "invalid_arguments",
+                "reason": f"Invalid arguments — {reason}",
+                "fields": fields,
+            },
             is_error=True,
         )
 

@@ -117,7 +117,9 @@ def _not_an_object(body: bytes) -> str | None:
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["method"] != "POST":
         await _json(
-            send, 405, {"error": "method_not_allowed", "reason": "/mcp answers POST only (stateless)."},
+            send,
+            405,
+            {"error": "method_not_allowed", "reason": "/mcp answers POST only (stateless)."},
             (b"allow", b"POST"),
         )
         return
@@ -127,8 +129,12 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     principal = await run_db(authenticate, token) if token else None
     if principal is None:
         await _json(
-            send, 401,
-            {"error": "unauthorized", "reason": "A valid bearer token is required (Authorization: Bearer ...)."},
+            send,
+            401,
+            {
+                "error": "unauthorized",
+                "reason": "A valid bearer token is required (Authorization: Bearer ...).",
+            },
             (b"www-authenticate", b'Bearer realm="operator"'),
         )
         return
@@ -139,7 +145,9 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         return
     origins = _header(scope, b"origin")
     if origins and (len(origins) != 1 or not origin_allowed(origins[0])):
-        await _json(send, 403, {"error": "forbidden_origin", "reason": "Requests from this Origin are refused."})
+        await _json(
+            send, 403, {"error": "forbidden_origin", "reason": "Requests from this Origin are refused."}
+        )
         return
 
     limit = settings.OPERATOR_MAX_BODY_BYTES

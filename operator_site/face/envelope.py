@@ -41,8 +41,11 @@ class Refusal(Exception):
 class VersionConflict(Refusal):
     """A lost optimistic-version race: nothing was written, the caller should re-read and retry."""
 
-    def __init__(self, reason: str = "Another write landed first; nothing was written. Re-read and retry.",
-                 **extra: Any) -> None:
+    def __init__(
+        self,
+        reason: str = "Another write landed first; nothing was written. Re-read and retry.",
+        **extra: Any,
+    ) -> None:
         super().__init__("version_conflict", reason, retry=True, **extra)
 
 

@@ -18,8 +18,8 @@ INSTRUCTIONS = (
     "The operator is the durable memory of one person and the only sanctioned doorway through which "
     "agents act for them. Read operator_context_packet first. Nothing here sends, spends or publishes: "
     "to act on the world, record an intent with operator_record_action_intent; a person approves it. "
-    "Every result is one text block of JSON; a refusal reads {\"ok\": false, \"error\": code, "
-    "\"reason\": sentence}, and {\"retry\": true} means re-read and try again."
+    'Every result is one text block of JSON; a refusal reads {"ok": false, "error": code, '
+    '"reason": sentence}, and {"retry": true} means re-read and try again.'
 )
 
 

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,39 +14,87 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Principal',
+            name="Principal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=64, unique=True)),
-                ('kind', models.CharField(choices=[('human', 'human'), ('agent', 'autonomous agent')], max_length=8)),
-                ('token_digest', models.CharField(blank=True, editable=False, max_length=64, null=True, unique=True)),
-                ('tools', models.JSONField(blank=True, help_text='Tool allowlist; empty means every tool.', null=True)),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.OneToOneField(blank=True, help_text='The staff login of this human in the admin.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='principal', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.SlugField(max_length=64, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("human", "human"), ("agent", "autonomous agent")], max_length=8
+                    ),
+                ),
+                (
+                    "token_digest",
+                    models.CharField(blank=True, editable=False, max_length=64, null=True, unique=True),
+                ),
+                (
+                    "tools",
+                    models.JSONField(
+                        blank=True, help_text="Tool allowlist; empty means every tool.", null=True
+                    ),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        blank=True,
+                        help_text="The staff login of this human in the admin.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="principal",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool', models.CharField(max_length=200)),
-                ('outcome', models.CharField(choices=[('ok', 'ok'), ('refused', 'refused'), ('error', 'error')], max_length=8)),
-                ('error_code', models.CharField(blank=True, default='', max_length=64)),
-                ('duration_ms', models.FloatField()),
-                ('args_sha256', models.CharField(max_length=64)),
-                ('claimed_actor', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('principal', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='audit_events', to='operator_site.principal')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tool", models.CharField(max_length=200)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[("ok", "ok"), ("refused", "refused"), ("error", "error")], max_length=8
+                    ),
+                ),
+                ("error_code", models.CharField(blank=True, default="", max_length=64)),
+                ("duration_ms", models.FloatField()),
+                ("args_sha256", models.CharField(max_length=64)),
+                ("claimed_actor", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "principal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="audit_events",
+                        to="operator_site.principal",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
-                'indexes': [models.Index(fields=['principal', '-id'], name='operator_si_princip_1099b0_idx'), models.Index(fields=['tool', '-id'], name='operator_si_tool_f785dd_idx')],
+                "ordering": ["-id"],
+                "indexes": [
+                    models.Index(fields=["principal", "-id"], name="operator_si_princip_1099b0_idx"),
+                    models.Index(fields=["tool", "-id"], name="operator_si_tool_f785dd_idx"),
+                ],
             },
         ),
     ]

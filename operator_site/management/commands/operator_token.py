@@ -33,7 +33,9 @@ class Command(BaseCommand):
         kind.add_argument("--agent", action="store_true", help="an autonomous agent")
         create.add_argument("--tools", help="comma-separated tool allowlist (default: every tool)")
         create.add_argument("--user", help="link a human to this Django (admin) username")
-        create.add_argument("--rotate", action="store_true", help="issue a new token for an existing principal")
+        create.add_argument(
+            "--rotate", action="store_true", help="issue a new token for an existing principal"
+        )
         sub.add_parser("list", help="list principals")
         rev = sub.add_parser("revoke", help="revoke a principal's token")
         rev.add_argument("name")
@@ -63,7 +65,9 @@ class Command(BaseCommand):
         else:
             if not (opts["human"] or opts["agent"]):
                 raise CommandError("say --human or --agent")
-            principal = Principal(name=name, kind=Principal.Kind.HUMAN if opts["human"] else Principal.Kind.AGENT)
+            principal = Principal(
+                name=name, kind=Principal.Kind.HUMAN if opts["human"] else Principal.Kind.AGENT
+            )
             principal.full_clean(exclude=["token_digest", "user"])
         if opts["tools"] is not None:
             principal.tools = self._tools(opts["tools"])
@@ -77,8 +81,10 @@ class Command(BaseCommand):
         principal.save()
         token = issue_token(principal)
         scope = "every tool" if principal.tools is None else ", ".join(principal.tools)
-        self.stdout.write(f"{'rotated' if opts['rotate'] else 'created'} {principal.kind} principal "
-                          f"{principal.name!r} ({scope}); the token is shown once:")
+        self.stdout.write(
+            f"{'rotated' if opts['rotate'] else 'created'} {principal.kind} principal "
+            f"{principal.name!r} ({scope}); the token is shown once:"
+        )
         self.stdout.write(token)
 
     def _list(self, opts: dict[str, Any]) -> None:

@@ -1,0 +1,137 @@
+"""The registry and the envelope: every tool answers in exactly one text block of indented JSON,
+whatever it is given; annotations follow the tool's class; the version-race wrapper rolls back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import IntegrityError
+from pydantic import ValidationError
+
+from intents.models import Directive
+from operator_site.face import registry
+from operator_site.face.dispatch import ToolCall, _run_in_transaction
+from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
+from operator_site.models import AuditEvent, Principal
+from tests.fixtures import mcp_client
+
+SEED_TOOL_COUNT = 24
+
+
+def _assert_one_indented_json_block(result: Any) -> dict[str, Any]:
+    assert len(result.content) == 1, f"expected one content block, got {result.content!r}"
+    block = result.content[0]
+    assert block.type == "text"
+    decoded = json.loads(block.text)
+    assert isinstance(decoded, dict)
+    assert block.text == json.dumps(decoded, indent=2, ensure_ascii=False), "not indent=2 JSON"
+    assert result.structured_content is None
+    return decoded
+
+
+def test_registry_holds_only_seed_tools_in_seed_order() -> None:
+    names = registry.names()
+    assert len(registry.SEED_ORDER) == SEED_TOOL_COUNT
+    assert len(set(registry.SEED_ORDER)) == SEED_TOOL_COUNT
+    assert names == [n for n in registry.SEED_ORDER if n in names]
+    assert {"operator_set_directive", "operator_clear_directive", "operator_list_directives"} <= set(names)
+
+
+def test_annotations_follow_the_tool_class() -> None:
+    for spec in registry.all_tools():
+        annotations = spec.sdk_tool.annotations
+        assert annotations.read_only_hint is (spec.tool_class is registry.ToolClass.READ), spec.name
+        assert annotations.destructive_hint is False, spec.name
+        assert spec.description, f"{spec.name} has no description a model can act on"
+        assert spec.sdk_tool.parameters["type"] == "object"
+        assert spec.sdk_tool.parameters.get("additionalProperties") is False
+
+
+def test_a_tool_outside_the_seed_cannot_be_declared() -> None:
+    with pytest.raises(ValueError, match="not one of the seed"):
+        registry.tool(
+            "operator_approve_intent",
+            tool_class=registry.ToolClass.WRITE,
+            args=registry.ToolArgs,
+            title="x",
+            examples=[{}],
+        )
+
+
+def test_examples_must_validate() -> None:
+    class Args(registry.ToolArgs):
+        n: int
+
+    with pytest.raises(ValidationError):
+        registry.tool(
+            "operator_history",
+            tool_class=registry.ToolClass.READ,
+            args=Args,
+            title="x",
+            examples=[{"n": "many"}],
+        )
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_every_tool_answers_one_text_block_of_indented_json(owner) -> None:
+    """Examples, an empty call, an unknown argument and a wrongly typed one: always the envelope."""
+    async with mcp_client(owner.token) as client:
+        for spec in registry.all_tools():
+            for arguments in [*spec.examples, {}, {"no_such_argument": 1}, {"actor": {"nested": [1, 2]}}]:
+                _assert_one_indented_json_block(await client.call_tool(spec.name, arguments))
+            first_field = next(iter(spec.args.model_fields), None)
+            if first_field:
+                bad = {first_field: {"unexpected": ["object"]}}
+                decoded = _assert_one_indented_json_block(await client.call_tool(spec.name, bad))
+                assert decoded["ok"] is False
+
+
+# --- the version-race wrapper, written once for every advisor write --------------------------------------
+class _Spec:
+    name = "operator_set_directive"
+
+
+def _collision_tool(call: ToolCall, args: Any) -> dict[str, Any]:
+    """Writes a row, then loses a race on a unique constraint inside the guard."""
+    Directive.objects.create(
+        kind="quiet", set_by=call.principal, actor=call.actor, expires_at="2099-01-01T00:00:00Z"
+    )
+    with version_race_guard(current_version=7):
+        Principal.objects.create(name=call.principal.name, kind="agent")  # unique name: collides
+    return {"ok": True}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_version_collision_becomes_retry_true_and_nothing_is_written(agent) -> None:
+    spec = _Spec()
+    spec.fn = _collision_tool  # type: ignore[attr-defined]
+    result = _run_in_transaction(spec, ToolCall(agent.principal, spec), None, 0.0, "0" * 64, None)  # type: ignore[arg-type]
+    body = json.loads(result.content[0].text)
+    assert body == {
+        "ok": False,
+        "error": "version_conflict",
+        "reason": body["reason"],
+        "retry": True,
+        "current_version": 7,
+    }
+    assert result.is_error is False
+    assert Directive.objects.count() == 0  # the write before the collision was rolled back too
+    audit = AuditEvent.objects.get()
+    assert (audit.outcome, audit.error_code) == ("refused", "version_conflict")
+
+
+@pytest.mark.django_db
+def test_version_race_guard_passes_other_errors_through() -> None:
+    with pytest.raises(Refusal) as caught, version_race_guard():
+        raise Refusal("nope", "No.")
+    assert not isinstance(caught.value, VersionConflict)
+
+
+@pytest.mark.django_db
+def test_version_race_guard_turns_integrity_errors_into_conflicts() -> None:
+    with pytest.raises(VersionConflict) as caught, version_race_guard():
+        raise IntegrityError("duplicate key value violates unique constraint")
+    assert caught.value.as_result()["retry"] is True
