@@ -80,7 +80,7 @@ def tools(request: HttpRequest) -> list[dict[str, Any]]:
             "title": spec.title,
             "tool_class": str(spec.tool_class),
             "description": spec.description,
-            "input_schema": spec.sdk_tool.parameters,
+            "input_schema": spec.mcp_tool.input_schema,
         }
         for spec in registry.all_tools()
         if principal.may_call(spec.name)

@@ -69,6 +69,13 @@ if OPERATOR_MAX_BODY_BYTES < 1024:
 # How many tool calls may touch the database at once per worker process: bounds the number of
 # database connections a worker holds (one per worker thread), whatever the request concurrency.
 OPERATOR_DB_THREADS = env.int("OPERATOR_DB_THREADS", default=8)
+# Run the face's database work on the event-loop thread (SQLite's natural mode) or on the database
+# threads (PostgreSQL's): auto | true | false. See operator_site/face/db.py.
+OPERATOR_DB_INLINE = env.str("OPERATOR_DB_INLINE", default="auto").lower()
+if OPERATOR_DB_INLINE not in {"auto", "true", "false"}:
+    raise ImproperlyConfigured("OPERATOR_DB_INLINE must be auto, true or false")
+# The SDK can open an OpenTelemetry span per MCP message; off unless you export traces.
+OPERATOR_OPENTELEMETRY = _strict_bool("OPERATOR_OPENTELEMETRY", False)
 
 TIME_ZONE = env.str("OPERATOR_TIME_ZONE", default="UTC")
 OPERATOR_TIME_ZONE = TIME_ZONE
@@ -136,10 +143,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # pytest-django's default in-memory shared-cache database breaks threaded tests; use a file.
     _db["TEST"] = {"NAME": str(DATA_DIR / "test-operator.sqlite3")}
 else:
-    # Persistent connections, one per worker thread (bounded by OPERATOR_DB_THREADS), health-checked.
-    _db.setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=300))
-    _db["CONN_HEALTH_CHECKS"] = True
     _db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# Persistent connections, one per database worker thread (so at most OPERATOR_DB_THREADS per
+# process), health-checked before reuse. Opening a connection per call costs more than the call.
+_db["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=300)
+_db["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

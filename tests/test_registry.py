@@ -41,12 +41,12 @@ def test_registry_holds_only_seed_tools_in_seed_order() -> None:
 
 def test_annotations_follow_the_tool_class() -> None:
     for spec in registry.all_tools():
-        annotations = spec.sdk_tool.annotations
+        annotations = spec.mcp_tool.annotations
         assert annotations.read_only_hint is (spec.tool_class is registry.ToolClass.READ), spec.name
         assert annotations.destructive_hint is False, spec.name
         assert spec.description, f"{spec.name} has no description a model can act on"
-        assert spec.sdk_tool.parameters["type"] == "object"
-        assert spec.sdk_tool.parameters.get("additionalProperties") is False
+        assert spec.mcp_tool.input_schema["type"] == "object"
+        assert spec.mcp_tool.input_schema.get("additionalProperties") is False
 
 
 def test_a_tool_outside_the_seed_cannot_be_declared() -> None:

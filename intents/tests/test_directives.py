@@ -108,7 +108,7 @@ def test_clear_needs_exactly_one_selector(agent, selectors: dict) -> None:
     with pytest.raises(Refusal) as refused:
         services.clear_directives(principal=agent.principal, **selectors)
     assert refused.value.code == "one_selector_required"
-    assert services.active_directives().count() == 1
+    assert len(services.active_directives()) == 1
 
 
 def test_clearing_an_unknown_or_lapsed_directive_is_refused(agent) -> None:

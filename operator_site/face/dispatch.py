@@ -22,13 +22,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import anyio.to_thread
-from django.conf import settings
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
+from operator_site.face.db import run_db
 from operator_site.face.envelope import Refusal, envelope
 from operator_site.face.registry import ToolSpec
 from operator_site.models import AuditEvent, Principal
@@ -54,33 +52,6 @@ class ToolCall:
         return self.principal.name
 
 
-_db_limiter: anyio.CapacityLimiter | None = None
-
-
-def db_limiter() -> anyio.CapacityLimiter:
-    """Bounds concurrent ORM work per process, hence open database connections per process."""
-    global _db_limiter
-    if _db_limiter is None:
-        _db_limiter = anyio.CapacityLimiter(settings.OPERATOR_DB_THREADS)
-    return _db_limiter
-
-
-async def run_db(fn: Any, *args: Any) -> Any:
-    """Run sync ORM code on a bounded worker thread, closing stale connections around it.
-
-    Tool threads live outside Django's request cycle, so nobody else closes their connections.
-    """
-
-    def wrapped() -> Any:
-        close_old_connections()
-        try:
-            return fn(*args)
-        finally:
-            close_old_connections()
-
-    return await anyio.to_thread.run_sync(wrapped, limiter=db_limiter())
-
-
 def canonical_digest(arguments: Any) -> str:
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -98,8 +69,8 @@ def _claimed_for_audit(claimed: Any) -> Any:
 def _write_audit(
     principal: Principal, tool: str, outcome: str, code: str, started: float, args_digest: str, claimed: Any
 ) -> None:
-    AuditEvent.objects.create(
-        principal=principal,
+    AuditEvent.append(
+        principal=principal.pk,
         tool=tool[:200],
         outcome=outcome,
         error_code=code,
@@ -216,7 +187,7 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         )
 
     try:
-        args = spec.args.model_validate(spec.sdk_tool.fn_metadata.pre_parse_json(arguments))
+        args = spec.args.model_validate(spec.fn_metadata.pre_parse_json(arguments))
     except ValidationError as exc:
         fields = _field_errors(exc)
         await run_db(

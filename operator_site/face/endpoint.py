@@ -29,7 +29,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.types import Message, Receive, Scope, Send
 
 from operator_site.face.auth import authenticate, parse_bearer
-from operator_site.face.dispatch import run_db
+from operator_site.face.db import run_db
 from operator_site.face.server import OperatorServer
 
 # Host and Origin are checked here against Django's ALLOWED_HOSTS (with Django's own matching
@@ -172,11 +172,8 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
-    server = OperatorServer(principal)
-    # The SDK's session manager drives one stateless exchange; MCPServer has no public accessor for
-    # the low-level server it wraps, which is what the manager serves.
     manager = StreamableHTTPSessionManager(
-        server._lowlevel_server,
+        OperatorServer(principal),
         stateless=True,
         security_settings=_SDK_SECURITY,
         max_request_body_size=limit,

@@ -2,9 +2,13 @@
 
 Each app declares its tools in `<app>/tools.py` with the `@tool` decorator and a pydantic argument
 model (the Python counterpart of the seed's Zod schemas). The registry turns each declaration into
-an SDK `Tool` object ONCE, at import: the SDK derives the `inputSchema` from the argument model,
-and the per-request server is built from these prebuilt objects (re-registering per request costs
-~23 ms; reusing costs nothing).
+the MCP `Tool` description ONCE, at import: the `inputSchema` is derived from the argument model the
+way the SDK's own tool registration derives it, and every per-request server lists these prebuilt
+objects (re-registering per request costs ~23 ms; reusing costs nothing).
+
+(The low-level `Server` of the SDK serves them: MCPServer would rebuild its tool manager, a
+request-state key and a logging set-up on every request, which the per-request design pays for on
+every call.)
 
 The registry also knows each tool's class (seed §4.2: read, write, gated, intent) and derives the
 MCP annotations from it.
@@ -18,9 +22,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import ToolAnnotations
+from mcp_types import Tool, ToolAnnotations
 from pydantic import ConfigDict
 
 if TYPE_CHECKING:
@@ -84,7 +87,10 @@ class ToolSpec:
     title: str
     description: str
     examples: tuple[dict[str, Any], ...]
-    sdk_tool: Tool = field(repr=False)
+    mcp_tool: Tool = field(repr=False)
+    # The SDK's argument helper for this model (it also unwraps arguments some clients send as
+    # JSON inside a string).
+    fn_metadata: FuncMetadata = field(repr=False)
 
     @property
     def takes_actor(self) -> bool:
@@ -96,10 +102,6 @@ class ToolSpec:
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
-
-
-async def _never_called(**_: Any) -> Any:  # pragma: no cover - the server dispatches itself
-    raise RuntimeError("operator tools are dispatched by OperatorServer.call_tool")
 
 
 def tool(
@@ -130,18 +132,25 @@ def tool(
             destructive_hint=False,
             open_world_hint=False,
         )
-        sdk_tool = Tool(
-            fn=_never_called,
+        mcp_tool = Tool(
             name=name,
             title=title,
             description=description,
-            parameters={**args.model_json_schema(by_alias=True), "examples": examples},
-            fn_metadata=FuncMetadata(arg_model=args),
-            is_async=True,
+            input_schema={**args.model_json_schema(by_alias=True), "examples": examples},
             annotations=annotations,
-            meta={"io.operator/class": str(tool_class)},
+            _meta={"io.operator/class": str(tool_class)},
         )
-        _REGISTRY[name] = ToolSpec(name, tool_class, args, fn, title, description, tuple(examples), sdk_tool)
+        _REGISTRY[name] = ToolSpec(
+            name,
+            tool_class,
+            args,
+            fn,
+            title,
+            description,
+            tuple(examples),
+            mcp_tool,
+            FuncMetadata(arg_model=args),
+        )
         return fn
 
     return register

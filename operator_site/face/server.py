@@ -1,13 +1,20 @@
-"""The per-request MCP server: the SDK's MCPServer, built for one principal from prebuilt tools."""
+"""The per-request MCP server: the SDK's low-level `Server`, built for one principal (seed §4.1:
+"a fresh McpServer instance is constructed for each request and closed when the response closes")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.context import Context
+from django.conf import settings
+from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
 
 from operator_site import __version__
 from operator_site.face import registry
@@ -23,13 +30,18 @@ INSTRUCTIONS = (
 )
 
 
-class OperatorServer(MCPServer):
-    """One instance per request (seed §4.1), closed when the response closes.
+def _input_schema(name: str) -> dict[str, Any] | None:
+    spec = registry.get(name)
+    return None if spec is None else spec.mcp_tool.input_schema
 
-    `tools/list` shows only the principal's allowed tools (they are the only ones registered on this
-    instance). `tools/call` is resolved against the whole registry, so a known tool outside the
-    allowlist gets an audited refusal result, and a name that is no tool at all gets the JSON-RPC
-    error the spec asks for (-32602), not an `isError` result.
+
+class OperatorServer(Server):
+    """One instance per request, for one principal.
+
+    `tools/list` shows only the principal's allowed tools. `tools/call` is resolved against the
+    whole registry, so a known tool outside the allowlist gets an audited refusal result, and a name
+    that is no tool at all gets the JSON-RPC error the spec asks for (-32602), not an `isError`
+    result.
     """
 
     def __init__(self, principal: Principal) -> None:
@@ -38,16 +50,25 @@ class OperatorServer(MCPServer):
             title="The operator",
             version=__version__,
             instructions=INSTRUCTIONS,
-            tools=[spec.sdk_tool for spec in registry.all_tools() if principal.may_call(spec.name)],
-            log_level="WARNING",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=_input_schema,
         )
+        if not settings.OPERATOR_OPENTELEMETRY:
+            # The SDK opens an OpenTelemetry span per message by default; without an exporter it is
+            # pure cost on every call.
+            self.middleware.clear()
         self.principal = principal
 
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult:
-        spec = registry.get(name)
+    async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(
+            tools=[spec.mcp_tool for spec in registry.all_tools() if self.principal.may_call(spec.name)]
+        )
+
+    async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        arguments = params.arguments or {}
+        spec = registry.get(params.name)
         if spec is None:
-            await audit_unknown_tool(self.principal, name, arguments)
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:200]}")
+            await audit_unknown_tool(self.principal, params.name, arguments)
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:200]}")
         return await dispatch(spec, self.principal, arguments)
