@@ -17,6 +17,7 @@ MCP annotations from it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -65,8 +66,8 @@ SEED_ORDER: tuple[str, ...] = (
     "operator_run_finish",
 )
 
-# The modules that declare tools. Importing them registers their tools.
-TOOL_MODULES: tuple[str, ...] = ("intents.tools",)
+# The apps whose `tools` module (where it exists) declares tools; importing it registers them.
+TOOL_APPS: tuple[str, ...] = ("operator_site", "beliefs", "goals", "intents", "runs")
 
 
 class ToolArgs(ArgModelBase):
@@ -162,8 +163,9 @@ _loaded = False
 def _load() -> None:
     global _loaded
     if not _loaded:
-        for module in TOOL_MODULES:
-            importlib.import_module(module)
+        for app in TOOL_APPS:
+            if importlib.util.find_spec(f"{app}.tools") is not None:
+                importlib.import_module(f"{app}.tools")
         _loaded = True
 
 
