@@ -7,6 +7,7 @@ its actions in one), so a refusal raised here leaves nothing written.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -108,6 +109,35 @@ def active_directives(now: datetime | None = None) -> list[Directive]:
             [field.get_db_prep_value(now, connection)],
         )
     )
+
+
+def is_about(directive_topic: str, *texts: str) -> bool:
+    """A notice is about a topic when the topic's words appear, whole, in its topic or title."""
+    topic = normalise_topic(directive_topic)
+    if not topic:
+        return False
+    text = " ".join(normalise_topic(t) for t in texts if t)
+    return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
+
+
+def hold_reason(*, topic: str, title: str, now: datetime | None = None) -> str | None:
+    """Why the directives in force hold a (non-safety) notice about `topic`/`title`, or None.
+
+    `quiet` holds everything; `topic_mute` holds notices about its topic; `focus` holds notices
+    about anything else (several focus directives: on-topic for any of them passes).
+    """
+    directives = active_directives(now)
+    focus_topics = []
+    for directive in directives:
+        if directive.kind == Directive.Kind.QUIET:
+            return f"quiet until {directive.expires_at:%Y-%m-%d %H:%M} UTC"
+        if directive.kind == Directive.Kind.TOPIC_MUTE and is_about(directive.topic, topic, title):
+            return f"topic {directive.topic!r} is muted"
+        if directive.kind == Directive.Kind.FOCUS:
+            focus_topics.append(directive.topic)
+    if focus_topics and not any(is_about(f, topic, title) for f in focus_topics):
+        return f"focus on {', '.join(repr(f) for f in focus_topics)}"
+    return None
 
 
 def directive_dict(directive: Directive, now: datetime | None = None) -> dict[str, Any]:

@@ -8,9 +8,11 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
 from operator_site.face.auth import revoke
-from operator_site.models import AuditEvent, Principal
+from operator_site.models import AuditEvent, Notification, Principal
+from operator_site.notifications import acknowledge, revert_url
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -56,3 +58,30 @@ class AuditEventAdmin(ReadOnlyAdmin):
     search_fields = ("tool", "error_code")
     date_hierarchy = "created_at"
     list_select_related = ("principal",)
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "title", "safety", "state", "acknowledged_at", "revert")
+    list_filter = ("safety", "state", "kind", ("acknowledged_at", admin.EmptyFieldListFilter))
+    search_fields = ("title", "body", "topic")
+    date_hierarchy = "created_at"
+    actions = ("acknowledge_selected",)
+    readonly_fields = [f.name for f in Notification._meta.fields] + ["revert"]
+
+    @admin.display(description="one-tap revert")
+    def revert(self, obj: Notification) -> str:
+        if not obj.revertible:
+            return "used" if obj.revert_used_at else "—"
+        return format_html('<a href="{}">revert…</a>', revert_url(obj))
+
+    @admin.action(description="Acknowledge the selected notices", permissions=["view"])
+    def acknowledge_selected(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        from operator_site.views import human_principal
+
+        principal = human_principal(request)
+        if principal is None:
+            messages.error(request, "Only a person on the human allowlist can acknowledge notices.")
+            return
+        done = sum(acknowledge(n, by=principal) for n in queryset)
+        messages.success(request, f"Acknowledged {done} notice(s).")

@@ -144,3 +144,63 @@ class AuditEvent(AppendOnlyModel):
         sql = f"INSERT INTO {quote(cls._meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
+
+
+class Notification(models.Model):
+    """A notice to the person: created in the same transaction as the change it reports (an
+    outbox), delivered after commit by email and/or webhook, retried until delivered, never lost.
+
+    Safety notices (every high-stakes write, every revert of one, every goal-model change) carry a
+    one-tap revert link and are never held by directives. Other notices (approval requests,
+    digests) are held while a directive says so and released when it lapses.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending delivery"
+        SENDING = "sending", "being delivered"
+        DELIVERED = "delivered", "delivered"
+        HELD = "held", "held by a directive"
+
+    kind = models.CharField(max_length=48, db_index=True)
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True, default="")
+    topic = models.CharField(
+        max_length=100, blank=True, default="", help_text="What directives match against."
+    )
+    safety = models.BooleanField(default=False, help_text="Safety notices are never held by directives.")
+    # What the notice reports, e.g. subject_kind="world_model", subject_id=12 (the version).
+    subject_kind = models.CharField(max_length=48, blank=True, default="")
+    subject_id = models.BigIntegerField(null=True, blank=True)
+    # At most one notice per dedupe key (e.g. one approval request per intent).
+    dedupe_key = models.CharField(max_length=128, null=True, blank=True, unique=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    held_reason = models.CharField(max_length=200, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    channels = models.JSONField(default=list, blank=True, help_text="Where it was delivered.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    revert_used_at = models.DateTimeField(null=True, blank=True)
+    revert_used_by = models.ForeignKey(
+        Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="notification_due"),
+            models.Index(fields=["subject_kind", "subject_id"], name="notification_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind}: {self.title}"
+
+    @property
+    def revertible(self) -> bool:
+        return bool(self.subject_kind) and self.subject_id is not None and self.revert_used_at is None

@@ -167,6 +167,31 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_SECURE = _strict_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+# --- Notifications to the person -------------------------------------------------------------------
+# Delivery goes through Django's email backend (console by default: the notice is printed by the
+# server) and, if set, a webhook that receives a signed JSON POST.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = _strict_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="operator@localhost")
+OPERATOR_NOTIFY_EMAIL = env.str("OPERATOR_NOTIFY_EMAIL", default="owner@localhost")
+OPERATOR_WEBHOOK_URL = env.str("OPERATOR_WEBHOOK_URL", default="")
+OPERATOR_WEBHOOK_SECRET = env.str("OPERATOR_WEBHOOK_SECRET", default="")
+OPERATOR_WEBHOOK_TIMEOUT_S = env.float("OPERATOR_WEBHOOK_TIMEOUT_S", default=5.0)
+# The address the person reaches this service at, for links in notices (one-tap revert).
+OPERATOR_PUBLIC_URL = env.str("OPERATOR_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+# After a commit that creates a notice: background (deliver on a thread), sync (in the committing
+# thread), or off (only ticks and `manage.py operator_deliver` deliver).
+OPERATOR_DELIVERY = env.str("OPERATOR_DELIVERY", default="background").lower()
+if OPERATOR_DELIVERY not in {"background", "sync", "off"}:
+    raise ImproperlyConfigured("OPERATOR_DELIVERY must be background, sync or off")
+# How long a one-tap revert link stays valid.
+OPERATOR_REVERT_LINK_HOURS = env.int("OPERATOR_REVERT_LINK_HOURS", default=72)
+
 # --- Logging: one line of JSON per record on stderr ------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 LOGGING = {

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path
 
 from operator_site.api import api
+from operator_site.views import revert_link
 
 admin.site.site_header = "The operator"
 admin.site.site_title = "The operator"
@@ -10,4 +11,5 @@ admin.site.index_title = "Review, approve, revert"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("revert/<str:token>/", revert_link, name="revert-link"),
 ]

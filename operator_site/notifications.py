@@ -1,0 +1,368 @@
+"""Notices to the person: created with the change they report, delivered after it commits, held
+by directives when they may be, retried until delivered, and — for safety notices — one tap from
+undoing the change.
+
+- `notify()` writes the row inside the caller's transaction (an outbox: if the change rolls back,
+  so does its notice) and asks for delivery once the transaction commits.
+- `deliver_due()` claims due notices with a conditional update (so two workers never send the same
+  one), decides for each whether a directive holds it, sends it by email and/or webhook, and on
+  failure records the error and schedules a retry with backoff. Each channel is sent once: a retry
+  only tries the channels that have not taken the notice yet. It also releases held notices whose
+  directive has lapsed or been cleared. The ticks and `manage.py operator_deliver` call it, so
+  nothing depends on the in-process kick after commit.
+- Safety notices (`safety=True`) are never held. Others are held while `quiet` is in force, while
+  their topic is muted, or while a `focus` is in force on another topic (the rule lives with the
+  directives: `intents.services.hold_reason`).
+- A revertible notice carries a signed, expiring link (`revert_url`). It opens a confirmation page
+  for a logged-in person; the revert it performs is done by the handler the subject's app
+  registered (`register_revert_handler`), and the link works once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import httpx2
+from django.conf import settings
+from django.core import signing
+from django.core.mail import send_mail
+from django.db import IntegrityError, close_old_connections, transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from operator_site.models import Notification, Principal
+
+logger = logging.getLogger("operator.notifications")
+
+# Seconds to wait before the 1st, 2nd, ... retry; the last value repeats.
+RETRY_BACKOFF_S = (30, 120, 600, 3600, 6 * 3600)
+CLAIM_S = 120  # a claim older than this (a crashed deliverer) may be taken over
+_REVERT_SALT = "operator.revert-link"
+
+
+# --- creating ------------------------------------------------------------------------------------
+def notify(
+    *,
+    kind: str,
+    title: str,
+    body: str = "",
+    topic: str = "",
+    safety: bool = False,
+    subject_kind: str = "",
+    subject_id: int | None = None,
+    dedupe_key: str | None = None,
+) -> tuple[Notification, bool]:
+    """Record a notice in the current transaction; returns (notice, created).
+
+    With a `dedupe_key`, at most one notice exists per key, also under concurrent calls: the
+    second caller gets the first one's row and `created=False`.
+    """
+    values = {
+        "kind": kind,
+        "title": title[:300],
+        "body": body,
+        "topic": topic[:100],
+        "safety": safety,
+        "subject_kind": subject_kind,
+        "subject_id": subject_id,
+    }
+    if dedupe_key is not None:
+        existing = Notification.objects.filter(dedupe_key=dedupe_key).first()
+        if existing:
+            return existing, False
+        try:
+            with transaction.atomic():
+                notice = Notification.objects.create(dedupe_key=dedupe_key, **values)
+        except IntegrityError:
+            return Notification.objects.get(dedupe_key=dedupe_key), False
+    else:
+        notice = Notification.objects.create(**values)
+    transaction.on_commit(request_delivery)
+    return notice, True
+
+
+# --- delivering ----------------------------------------------------------------------------------
+_kicker: ThreadPoolExecutor | None = None
+
+
+def request_delivery() -> None:
+    """After a commit that created a notice: deliver soon, without holding up the caller.
+
+    `OPERATOR_DELIVERY` = background (a delivery thread), sync (right here; for tests and
+    scripts), or off (only ticks and `operator_deliver` deliver).
+    """
+    mode = settings.OPERATOR_DELIVERY
+    if mode == "off":
+        return
+    if mode == "sync":
+        deliver_due()
+        return
+    global _kicker
+    if _kicker is None:
+        _kicker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="operator-notify")
+    _kicker.submit(_deliver_in_thread)
+
+
+def _deliver_in_thread() -> None:
+    close_old_connections()
+    try:
+        deliver_due()
+    except Exception:  # the thread must not die; the next tick retries whatever is left
+        logger.exception("background delivery failed")
+    finally:
+        close_old_connections()
+
+
+@dataclass
+class DeliveryReport:
+    delivered: list[int] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[int]]:
+        return {
+            "delivered": self.delivered,
+            "held": self.held,
+            "released": self.released,
+            "failed": self.failed,
+        }
+
+
+def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport:
+    """Release what may be released, then deliver (or hold) every notice that is due."""
+    now = now or timezone.now()
+    report = DeliveryReport(released=release_held(now))
+    due = Q(state=Notification.State.PENDING, next_attempt_at__lte=now) | Q(
+        state=Notification.State.SENDING, claimed_until__lt=now
+    )
+    for notice_id in Notification.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit]:
+        claimed = Notification.objects.filter(Q(id=notice_id) & due).update(
+            state=Notification.State.SENDING, claimed_until=now + timedelta(seconds=CLAIM_S)
+        )
+        if not claimed:
+            continue  # another deliverer took it
+        notice = Notification.objects.get(id=notice_id)
+        reason = hold_reason(notice, now)
+        if reason:
+            Notification.objects.filter(id=notice_id).update(
+                state=Notification.State.HELD, held_reason=reason[:200], claimed_until=None
+            )
+            report.held.append(notice_id)
+            continue
+        _send(notice, now, report)
+    return report
+
+
+def hold_reason(notice: Notification, now: datetime) -> str | None:
+    if notice.safety:
+        return None
+    from intents.services import hold_reason as directive_hold_reason  # directives own the rule
+
+    return directive_hold_reason(topic=notice.topic, title=notice.title, now=now)
+
+
+def release_held(now: datetime | None = None) -> list[int]:
+    """Held notices that no directive holds any more go back to pending (delivered next)."""
+    now = now or timezone.now()
+    released = []
+    for notice in Notification.objects.filter(state=Notification.State.HELD).order_by("id"):
+        still_held = hold_reason(notice, now) is not None
+        if not still_held and Notification.objects.filter(id=notice.id, state=Notification.State.HELD).update(
+            state=Notification.State.PENDING, held_reason="", next_attempt_at=now
+        ):
+            released.append(notice.id)
+    return released
+
+
+def _send(notice: Notification, now: datetime, report: DeliveryReport) -> None:
+    done = set(notice.channels or [])
+    errors = []
+    for channel, sender in _channels():
+        if channel in done:
+            continue
+        try:
+            sender(notice)
+            done.add(channel)
+        except Exception as exc:  # any failure of a channel is recorded and retried
+            errors.append(f"{channel}: {type(exc).__name__}: {exc}"[:500])
+    if errors:
+        backoff = RETRY_BACKOFF_S[min(notice.attempts, len(RETRY_BACKOFF_S) - 1)]
+        Notification.objects.filter(id=notice.id).update(
+            state=Notification.State.PENDING,
+            attempts=notice.attempts + 1,
+            last_error="\n".join(errors),
+            next_attempt_at=now + timedelta(seconds=backoff),
+            claimed_until=None,
+            channels=sorted(done),
+        )
+        report.failed.append(notice.id)
+        logger.warning(
+            "notification %s not delivered (attempt %s): %s", notice.id, notice.attempts + 1, errors
+        )
+        return
+    Notification.objects.filter(id=notice.id).update(
+        state=Notification.State.DELIVERED,
+        attempts=notice.attempts + 1,
+        delivered_at=now,
+        claimed_until=None,
+        last_error="",
+        channels=sorted(done),
+    )
+    report.delivered.append(notice.id)
+
+
+def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
+    channels: list[tuple[str, Callable[[Notification], None]]] = []
+    if settings.OPERATOR_NOTIFY_EMAIL:
+        channels.append(("email", _send_email))
+    if settings.OPERATOR_WEBHOOK_URL:
+        channels.append(("webhook", _send_webhook))
+    return channels
+
+
+def notice_text(notice: Notification) -> str:
+    lines = [notice.title, "", notice.body] if notice.body else [notice.title]
+    url = revert_url(notice)
+    if url:
+        lines += ["", f"Undo this change (one tap, asks you to confirm): {url}"]
+    return "\n".join(lines).strip() + "\n"
+
+
+def _send_email(notice: Notification) -> None:
+    prefix = "[operator: safety] " if notice.safety else "[operator] "
+    send_mail(
+        prefix + notice.title,
+        notice_text(notice),
+        settings.DEFAULT_FROM_EMAIL,
+        [settings.OPERATOR_NOTIFY_EMAIL],
+        fail_silently=False,
+    )
+
+
+def webhook_payload(notice: Notification) -> dict[str, Any]:
+    return {
+        "id": notice.id,
+        "kind": notice.kind,
+        "title": notice.title,
+        "body": notice.body,
+        "topic": notice.topic or None,
+        "safety": notice.safety,
+        "subject": {"kind": notice.subject_kind, "id": notice.subject_id} if notice.subject_kind else None,
+        "revert_url": revert_url(notice),
+        "created": notice.created_at.isoformat(),
+    }
+
+
+def webhook_signature(body: bytes) -> str:
+    return "sha256=" + hmac.new(settings.OPERATOR_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _send_webhook(notice: Notification) -> None:
+    body = json.dumps(webhook_payload(notice)).encode()
+    headers = {"Content-Type": "application/json", "X-Operator-Notification": str(notice.id)}
+    if settings.OPERATOR_WEBHOOK_SECRET:
+        headers["X-Operator-Signature"] = webhook_signature(body)
+    response = httpx2.post(
+        settings.OPERATOR_WEBHOOK_URL,
+        content=body,
+        headers=headers,
+        timeout=settings.OPERATOR_WEBHOOK_TIMEOUT_S,
+    )
+    if response.status_code >= 300:
+        raise RuntimeError(f"webhook answered HTTP {response.status_code}")
+
+
+# --- acknowledging -------------------------------------------------------------------------------
+def acknowledge(notice: Notification, *, by: Principal) -> bool:
+    """The person has seen it. Returns False if it was already acknowledged."""
+    return bool(
+        Notification.objects.filter(id=notice.id, acknowledged_at__isnull=True).update(
+            acknowledged_at=timezone.now(), acknowledged_by=by
+        )
+    )
+
+
+def unacknowledged_safety_notices() -> Any:
+    return Notification.objects.filter(safety=True, acknowledged_at__isnull=True).order_by("-id")
+
+
+# --- the one-tap revert link ---------------------------------------------------------------------
+class RevertHandler(Protocol):
+    """What an app registers to make its notices revertible (see `register_revert_handler`)."""
+
+    def describe(self, subject_id: int) -> dict[str, Any]:
+        """For the confirmation page: {"title": str, "changes": [{"what", "before", "after"}], ...}."""
+
+    def revert(self, subject_id: int, *, by: Principal) -> str:
+        """Undo the change (in the caller's transaction) and say what was done; raise Refusal to refuse."""
+
+
+_REVERT_HANDLERS: dict[str, RevertHandler] = {}
+
+
+def register_revert_handler(subject_kind: str, handler: RevertHandler) -> None:
+    _REVERT_HANDLERS[subject_kind] = handler
+
+
+def revert_handler(subject_kind: str) -> RevertHandler | None:
+    return _REVERT_HANDLERS.get(subject_kind)
+
+
+class RevertLinkError(Exception):
+    """The link cannot be used: forged, expired, already used, or nothing to revert."""
+
+
+def revert_token(notice: Notification) -> str:
+    return signing.dumps({"n": notice.id}, salt=_REVERT_SALT, compress=True)
+
+
+def revert_url(notice: Notification) -> str | None:
+    if not notice.subject_kind or notice.subject_id is None or notice.pk is None:
+        return None
+    path = reverse("revert-link", kwargs={"token": revert_token(notice)})
+    return f"{settings.OPERATOR_PUBLIC_URL}{path}"
+
+
+def notice_from_token(token: str) -> Notification:
+    try:
+        data = signing.loads(
+            token, salt=_REVERT_SALT, max_age=timedelta(hours=settings.OPERATOR_REVERT_LINK_HOURS)
+        )
+    except signing.SignatureExpired as exc:
+        raise RevertLinkError("This link has expired; revert from the admin instead.") from exc
+    except signing.BadSignature as exc:
+        raise RevertLinkError("This link is not valid.") from exc
+    notice = Notification.objects.filter(id=data.get("n")).first()
+    if notice is None or not notice.subject_kind or notice.subject_id is None:
+        raise RevertLinkError("There is nothing to revert behind this link.")
+    if notice.revert_used_at is not None:
+        raise RevertLinkError("This link has already been used.")
+    if revert_handler(notice.subject_kind) is None:
+        raise RevertLinkError(f"Changes of kind {notice.subject_kind!r} cannot be reverted from a link.")
+    return notice
+
+
+@transaction.atomic
+def revert_from_link(notice: Notification, *, by: Principal) -> str:
+    """Perform the revert behind a notice's link, once. Raises RevertLinkError if it was used."""
+    if not Notification.objects.filter(id=notice.id, revert_used_at__isnull=True).update(
+        revert_used_at=timezone.now(), revert_used_by=by
+    ):
+        raise RevertLinkError("This link has already been used.")
+    handler = revert_handler(notice.subject_kind)
+    if handler is None:
+        raise RevertLinkError(f"Changes of kind {notice.subject_kind!r} cannot be reverted from a link.")
+    message = handler.revert(notice.subject_id, by=by)
+    if not notice.acknowledged_at:
+        acknowledge(notice, by=by)
+    return message

@@ -1,0 +1,318 @@
+"""Notices to the person: outbox semantics, email and webhook delivery, retries, directive holding
+and release, dedupe, and the one-tap revert link."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.db import connection, transaction
+from django.utils import timezone
+
+from intents import services as directives
+from operator_site import notifications
+from operator_site.models import Notification, Principal
+
+pytestmark = pytest.mark.django_db
+
+
+class _Hook(BaseHTTPRequestHandler):
+    status = 204
+    received: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received.append({"headers": dict(self.headers), "body": body})  # type: ignore[attr-defined]
+        self.send_response(self.server.status)  # type: ignore[attr-defined]
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook(settings):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    server.received = []  # type: ignore[attr-defined]
+    server.status = 204  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.OPERATOR_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    settings.OPERATOR_WEBHOOK_SECRET = "hook-secret"
+    yield server
+    server.shutdown()
+
+
+_capture: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _run_on_commit(django_capture_on_commit_callbacks):
+    """Tests run inside a transaction that never commits; run the after-commit delivery anyway."""
+    global _capture
+    _capture = django_capture_on_commit_callbacks
+    yield
+    _capture = None
+
+
+def _notify(**kw: Any) -> Notification:
+    with _capture(execute=True):
+        notice, _ = notifications.notify(**{"kind": "approval_request", "title": "Approve: renew plan", **kw})
+    return Notification.objects.get(pk=notice.pk)
+
+
+def test_a_notice_is_delivered_by_email_after_its_transaction_commits() -> None:
+    notice = _notify(body="4900 cents to Acme")
+    assert notice.state == "delivered"
+    assert notice.channels == ["email"]
+    assert len(mail.outbox) == 1
+    assert mail.outbox[0].subject == "[operator] Approve: renew plan"
+    assert "4900 cents to Acme" in mail.outbox[0].body
+    assert mail.outbox[0].to == ["owner@localhost"]
+
+
+def test_a_rolled_back_change_leaves_no_notice_and_sends_nothing() -> None:
+    with _capture(execute=True), pytest.raises(RuntimeError), transaction.atomic():
+        notifications.notify(kind="world_model_change", title="x", safety=True)
+        raise RuntimeError("the change failed")
+    assert Notification.objects.count() == 0
+    assert mail.outbox == []
+
+
+def test_webhook_gets_a_signed_payload(webhook) -> None:
+    notice = _notify(topic="billing")
+    assert notice.channels == ["email", "webhook"]
+    [hit] = webhook.received
+    payload = json.loads(hit["body"])
+    assert payload["id"] == notice.id and payload["topic"] == "billing"
+    expected = "sha256=" + hmac.new(b"hook-secret", hit["body"], hashlib.sha256).hexdigest()
+    assert hit["headers"]["X-Operator-Signature"] == expected
+
+
+def test_a_failed_channel_is_recorded_and_retried_alone_until_delivered(webhook) -> None:
+    webhook.status = 500
+    notice = _notify()
+    assert notice.state == "pending"
+    assert notice.attempts == 1
+    assert "webhook answered HTTP 500" in notice.last_error
+    assert notice.channels == ["email"]  # the email went out and will not be sent again
+    assert notice.next_attempt_at > timezone.now()
+    assert notifications.deliver_due().delivered == []  # not due yet
+
+    webhook.status = 204
+    later = timezone.now() + timedelta(minutes=5)
+    assert notifications.deliver_due(now=later).delivered == [notice.id]
+    notice.refresh_from_db()
+    assert notice.state == "delivered"
+    assert notice.attempts == 2
+    assert len(mail.outbox) == 1
+    assert len(webhook.received) == 2
+
+
+def test_an_unreachable_webhook_never_loses_the_notice(settings) -> None:
+    settings.OPERATOR_WEBHOOK_URL = "http://127.0.0.1:9/nothing-listens-here"
+    notice = _notify()
+    assert notice.state == "pending"
+    assert "webhook" in notice.last_error
+    for minutes in (1, 5, 20):
+        notifications.deliver_due(now=timezone.now() + timedelta(minutes=minutes))
+    notice.refresh_from_db()
+    assert notice.state == "pending"
+    assert notice.attempts >= 2
+
+
+def _directive(principal: Principal, kind: str, topic: str | None = None, minutes: int = 60) -> int:
+    directive, _ = directives.set_directive(
+        principal=principal, kind=kind, topic=topic, minutes=minutes, reason=None
+    )
+    return directive.id
+
+
+def test_quiet_holds_ordinary_notices_but_never_safety_notices(agent) -> None:
+    _directive(agent.principal, "quiet")
+    ordinary = _notify()
+    safety = _notify(kind="world_model_change", title="Belief identity/name changed", safety=True)
+    assert ordinary.state == "held"
+    assert ordinary.held_reason.startswith("quiet")
+    assert safety.state == "delivered"
+    assert [m.subject for m in mail.outbox] == ["[operator: safety] Belief identity/name changed"]
+
+    directives.clear_directives(principal=agent.principal, kind="quiet")
+    report = notifications.deliver_due()
+    assert report.released == [ordinary.id]
+    assert report.delivered == [ordinary.id]
+    assert len(mail.outbox) == 2
+
+
+def test_a_lapsed_directive_releases_what_it_held(agent) -> None:
+    _directive(agent.principal, "quiet", minutes=1)
+    notice = _notify()
+    assert notice.state == "held"
+    report = notifications.deliver_due(now=timezone.now() + timedelta(minutes=2))
+    assert report.delivered == [notice.id]
+
+
+def test_topic_mute_holds_only_notices_about_that_topic(agent) -> None:
+    _directive(agent.principal, "topic_mute", "newsletters")
+    muted = _notify(title="Approve: unsubscribe", topic="Newsletters")
+    in_title = _notify(title="Approve: pay for newsletters bundle")
+    other = _notify(title="Approve: renew plan", topic="billing")
+    partial_word = _notify(title="Approve: newsletterservice invoice")
+    assert (muted.state, in_title.state, other.state, partial_word.state) == (
+        "held",
+        "held",
+        "delivered",
+        "delivered",
+    )
+
+
+def test_focus_holds_everything_off_topic(agent) -> None:
+    _directive(agent.principal, "focus", "tax return")
+    on_topic = _notify(title="Approve: send the tax return to the accountant")
+    off_topic = _notify(title="Approve: renew plan")
+    safety = _notify(kind="goal_model_change", title="Goal paused", safety=True)
+    assert (on_topic.state, off_topic.state, safety.state) == ("delivered", "held", "delivered")
+    assert "focus" in off_topic.held_reason
+
+
+def test_one_notice_per_dedupe_key() -> None:
+    first = _notify(dedupe_key="intent:41")
+    with _capture(execute=True):
+        second, created = notifications.notify(kind="approval_request", title="again", dedupe_key="intent:41")
+    assert created is False
+    assert second.pk == first.pk
+    assert Notification.objects.count() == 1
+    assert len(mail.outbox) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_deliverers_send_each_notice_once(settings) -> None:
+    settings.OPERATOR_DELIVERY = "off"
+    for i in range(40):
+        with transaction.atomic():
+            notifications.notify(kind="digest", title=f"notice {i}")
+    barrier = threading.Barrier(4)
+    reports = []
+
+    def deliverer() -> None:
+        barrier.wait()
+        try:
+            reports.append(notifications.deliver_due())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliverer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    delivered = [i for r in reports for i in r.delivered]
+    assert len(delivered) == len(set(delivered)) == 40
+    assert len(mail.outbox) == 40
+    assert Notification.objects.filter(state="delivered").count() == 40
+
+
+# --- the one-tap revert link -----------------------------------------------------------------------
+class _RecordingHandler:
+    def __init__(self) -> None:
+        self.reverted: list[tuple[int, str]] = []
+
+    def describe(self, subject_id: int) -> dict[str, Any]:
+        return {
+            "title": f"Version {subject_id}",
+            "changes": [{"what": "identity/name", "before": "Ian <b>", "after": "Iain"}],
+        }
+
+    def revert(self, subject_id: int, *, by: Principal) -> str:
+        self.reverted.append((subject_id, by.name))
+        return f"Reverted version {subject_id}."
+
+
+@pytest.fixture
+def handler():
+    recording = _RecordingHandler()
+    notifications.register_revert_handler("test_subject", recording)
+    yield recording
+    notifications._REVERT_HANDLERS.pop("test_subject", None)
+
+
+def _revertible() -> Notification:
+    return _notify(
+        kind="world_model_change",
+        title="Belief changed",
+        safety=True,
+        subject_kind="test_subject",
+        subject_id=12,
+    )
+
+
+def _path(notice: Notification) -> str:
+    return notifications.revert_url(notice).removeprefix("http://127.0.0.1:8000")
+
+
+def test_the_notice_carries_a_signed_revert_link(handler) -> None:
+    notice = _revertible()
+    [url] = [w for w in mail.outbox[0].body.split() if "/revert/" in w]
+    assert url.startswith("http://127.0.0.1:8000/revert/")
+    token = url.rstrip("/").rsplit("/", 1)[1]
+    assert notifications.notice_from_token(token) == notice
+
+
+def test_the_link_needs_a_staff_login_and_get_changes_nothing(client, owner, handler) -> None:
+    notice = _revertible()
+    anonymous = client.get(_path(notice))
+    assert anonymous.status_code == 302
+    assert "/admin/login/" in anonymous["Location"]
+    client.login(username="owner", password="pw-owner-123")
+    page = client.get(_path(notice))
+    assert page.status_code == 200
+    assert b"Revert this change" in page.content
+    assert b"Ian &lt;b&gt;" in page.content  # rendered escaped
+    assert handler.reverted == []
+    notice.refresh_from_db()
+    assert notice.revert_used_at is None
+
+
+def test_the_link_reverts_once(client, owner, handler) -> None:
+    notice = _revertible()
+    client.login(username="owner", password="pw-owner-123")
+    done = client.post(_path(notice))
+    assert done.status_code == 302
+    assert handler.reverted == [(12, "owner")]
+    notice.refresh_from_db()
+    assert notice.revert_used_by_id == owner.principal.id
+    assert notice.acknowledged_at is not None
+    again = client.post(_path(notice))
+    assert again.status_code == 410
+    assert b"already been used" in again.content
+    assert handler.reverted == [(12, "owner")]
+
+
+def test_a_staff_login_without_a_human_principal_cannot_revert(client, django_user_model, handler) -> None:
+    django_user_model.objects.create_user("helper", password="pw-helper-123", is_staff=True)
+    notice = _revertible()
+    client.login(username="helper", password="pw-helper-123")
+    refused = client.post(_path(notice))
+    assert refused.status_code == 403
+    assert handler.reverted == []
+
+
+def test_forged_and_expired_links_are_refused(client, owner, handler, settings) -> None:
+    notice = _revertible()
+    client.login(username="owner", password="pw-owner-123")
+    forged = client.get(_path(notice)[:-8] + "AAAAAAA/")
+    assert forged.status_code == 410
+    assert b"not valid" in forged.content
+    settings.OPERATOR_REVERT_LINK_HOURS = 0
+    expired = client.post(_path(notice))
+    assert expired.status_code == 410
+    assert b"expired" in expired.content
+    assert handler.reverted == []
