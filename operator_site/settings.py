@@ -192,6 +192,11 @@ if OPERATOR_DELIVERY not in {"background", "sync", "off"}:
 # How long a one-tap revert link stays valid.
 OPERATOR_REVERT_LINK_HOURS = env.int("OPERATOR_REVERT_LINK_HOURS", default=72)
 
+# --- The person's "brain": another MCP server the operator calls, through enumerated allowlists ----
+BRAIN_URL = env.str("BRAIN_URL", default="")
+BRAIN_TOKEN = env.str("BRAIN_TOKEN", default="")
+BRAIN_TIMEOUT_S = env.float("BRAIN_TIMEOUT_S", default=60.0)
+
 # --- Logging: one line of JSON per record on stderr ------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 LOGGING = {

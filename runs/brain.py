@@ -1,0 +1,106 @@
+"""The operator as a client of the person's "brain" MCP server (seed §4.6).
+
+One entry point, `call_brain(caller, tool, arguments)`:
+
+1. the tool must be in the caller's enumerated allowlist (`runs.powers.DOWNSTREAM`); if not, it
+   raises `BrainRefused` — "executor refused: <tool> is not in the enumerated ian-brain tool
+   allowlist" — before any request object, client or connection exists;
+2. without `BRAIN_URL` it raises `BrainNotConfigured` (callers report `brain_not_configured` and
+   finish their run `skipped`);
+3. the call goes through the official MCP SDK client over streamable HTTP with `BRAIN_TOKEN` as
+   the bearer — never the token of whoever asked the operator to act — and under ONE total
+   deadline (`BRAIN_TIMEOUT_S`, default 60 s) covering connect, send and every read, so a server
+   that stalls or drip-feeds bytes is abandoned on time and cannot pin a claim open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+from django.conf import settings
+
+from runs.powers import DOWNSTREAM
+
+
+class BrainError(Exception):
+    code = "brain_error"
+
+
+class BrainRefused(BrainError):
+    code = "brain_tool_not_allowed"
+
+
+class BrainNotConfigured(BrainError):
+    code = "brain_not_configured"
+
+
+class BrainTimeout(BrainError):
+    code = "brain_timeout"
+
+
+@dataclass(frozen=True)
+class BrainResult:
+    tool: str
+    is_error: bool
+    text: str
+    structured: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "is_error": self.is_error,
+            "text": self.text,
+            "structured": self.structured,
+        }
+
+
+def check_allowed(caller: str, tool: str) -> None:
+    """Raise unless `caller` may call `tool` downstream. Runs before anything else."""
+    allowed = DOWNSTREAM.get(caller)
+    if allowed is None:
+        raise BrainRefused(f"{caller} refused: {caller!r} has no enumerated ian-brain tool allowlist")
+    if tool not in allowed:
+        raise BrainRefused(f"{caller} refused: {tool} is not in the enumerated ian-brain tool allowlist")
+
+
+async def call_brain_async(
+    caller: str, tool: str, arguments: dict[str, Any] | None = None, *, timeout_s: float | None = None
+) -> BrainResult:
+    check_allowed(caller, tool)
+    if not settings.BRAIN_URL:
+        raise BrainNotConfigured("no brain is configured (BRAIN_URL is empty)")
+    # Imported here: the allowlist refusal above must not even load the client machinery.
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    deadline = settings.BRAIN_TIMEOUT_S if timeout_s is None else timeout_s
+    headers = {"Authorization": f"Bearer {settings.BRAIN_TOKEN}"} if settings.BRAIN_TOKEN else {}
+    try:
+        with anyio.fail_after(deadline):
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=deadline, follow_redirects=False) as http,
+                Client(streamable_http_client(settings.BRAIN_URL, http_client=http), mode="auto") as client,
+            ):
+                result = await client.call_tool(tool, arguments or {})
+    except TimeoutError as exc:
+        raise BrainTimeout(f"{caller}: {tool} did not answer within {deadline:g} s; abandoned") from exc
+    except BrainError:
+        raise
+    except Exception as exc:  # connection refused, protocol errors, a 401 from the brain...
+        raise BrainError(f"{caller}: {tool} failed: {type(exc).__name__}: {exc}"[:500]) from exc
+    text = "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+    return BrainResult(
+        tool=tool, is_error=bool(result.is_error), text=text, structured=result.structured_content
+    )
+
+
+def call_brain(
+    caller: str, tool: str, arguments: dict[str, Any] | None = None, *, timeout_s: float | None = None
+) -> BrainResult:
+    """Synchronous form for management commands and the executor (never call it on an event loop)."""
+    check_allowed(caller, tool)  # refuse before even starting an event loop
+    return asyncio.run(call_brain_async(caller, tool, arguments, timeout_s=timeout_s))

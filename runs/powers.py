@@ -1,0 +1,73 @@
+"""Every power the operator grants, in one place (seed §4.6 and Figure 5).
+
+Two directions:
+
+- **downstream**: what the operator itself may call on the person's "brain" MCP server, per caller.
+  Enforced by `runs.brain.call_brain`, which raises before any request object exists.
+- **upstream**: what scoped principals may call on the operator, per principal role. Enforced by
+  the principal's tool allowlist at the face (a tool outside it is refused before dispatch).
+
+And the one power withheld from every token: approval. It is a library function for human
+channels (the admin, the human API), never a tool.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+# --- downstream: the operator as a client of the brain ---------------------------------------------
+EXECUTOR_TOOLS: frozenset[str] = frozenset(
+    {"files_write", "files_search", "memory_recall", "actions_workspace_run"}
+)
+# Never the search tools; the observe module imports no model, vector or embedding library.
+OBSERVE_TOOLS: frozenset[str] = frozenset(
+    {"actions_shell_run", "machines_command_exec", "actions_workspace_run"}
+)
+
+DOWNSTREAM = MappingProxyType({"executor": EXECUTOR_TOOLS, "observe": OBSERVE_TOOLS})
+
+# --- upstream: scoped principals calling the operator ----------------------------------------------
+# The two autonomous runners draw from these five; neither may touch an intent's lifecycle.
+RUNNER_POOL: frozenset[str] = frozenset(
+    {
+        "operator_record_action_intent",
+        "operator_update_task",
+        "operator_update_decision",
+        "operator_record_instruction",
+        "operator_context_packet",
+    }
+)
+MORNING_RUNNER_TOOLS: tuple[str, ...] = (
+    "operator_context_packet",
+    "operator_update_task",
+    "operator_record_action_intent",
+)
+NIGHT_RUNNER_TOOLS: tuple[str, ...] = (
+    "operator_context_packet",
+    "operator_update_task",
+    "operator_update_decision",
+    "operator_record_instruction",
+)
+# Onboarding reads the context and nothing else: no write, send or action tool.
+ONBOARDING_TOOLS: tuple[str, ...] = (
+    "operator_context_packet",
+    "operator_user_world_model",
+    "operator_list_directives",
+    "operator_history",
+)
+
+ROLES = MappingProxyType(
+    {
+        "morning-runner": MORNING_RUNNER_TOOLS,
+        "night-runner": NIGHT_RUNNER_TOOLS,
+        "onboarding": ONBOARDING_TOOLS,
+    }
+)
+
+# --- withheld ------------------------------------------------------------------------------------------
+WITHHELD = MappingProxyType(
+    {
+        "approval": "Approving an intent or a decision is a human act: `intents` exposes it as a library "
+        "function for human channels (the admin, the human API), and no tool calls it.",
+    }
+)
