@@ -78,3 +78,24 @@ def test_ensure_owner_creates_token_and_login_once(settings) -> None:
     assert token not in again.getvalue() and "password" not in again.getvalue()
     assert Principal.objects.count() == 1
     assert get_user_model().objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "name", "role"),
+    [
+        (["--runner", "morning"], "morning-runner", "morning-runner"),
+        (["--runner", "night"], "night-runner", "night-runner"),
+        (["--onboarding"], "onboarding", "onboarding"),
+        (["nightly-bot", "--runner", "night"], "nightly-bot", "night-runner"),
+    ],
+)
+def test_scoped_roles_take_their_tools_from_the_powers_module(args: list[str], name: str, role: str) -> None:
+    from runs.powers import ROLES
+
+    token = _run("create", *args).strip().splitlines()[-1]
+    principal = authenticate(token)
+    assert (principal.name, principal.kind) == (name, "agent")
+    assert principal.tools == list(ROLES[role])
+    assert "operator_update_action_intent" not in principal.tools
+    with pytest.raises(CommandError, match="--tools does not apply"):
+        _run("create", "x", "--runner", "morning", "--tools", "operator_state")

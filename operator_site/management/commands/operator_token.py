@@ -1,6 +1,8 @@
 """`python3 manage.py operator_token create|list|revoke`: issue and revoke bearer tokens.
 
     operator_token create NAME --human|--agent [--tools a,b,...] [--user USERNAME] [--rotate]
+    operator_token create --runner morning|night     (agent "morning-runner"/"night-runner", its own list)
+    operator_token create --onboarding               (agent "onboarding": read-only context tools)
     operator_token list
     operator_token revoke NAME
 
@@ -19,6 +21,7 @@ from django.db import transaction
 from operator_site.face.auth import issue_token, revoke
 from operator_site.face.registry import SEED_ORDER
 from operator_site.models import Principal
+from runs.powers import ROLES
 
 
 class Command(BaseCommand):
@@ -27,10 +30,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="create a principal (or --rotate an existing one's token)")
-        create.add_argument("name")
+        create.add_argument("name", nargs="?")
         kind = create.add_mutually_exclusive_group()
         kind.add_argument("--human", action="store_true", help="a person on the human allowlist")
         kind.add_argument("--agent", action="store_true", help="an autonomous agent")
+        kind.add_argument(
+            "--runner", choices=["morning", "night"], help="a scoped autonomous runner (runs/powers.py)"
+        )
+        kind.add_argument(
+            "--onboarding", action="store_true", help="the onboarding agent: read-only context tools"
+        )
         create.add_argument("--tools", help="comma-separated tool allowlist (default: every tool)")
         create.add_argument("--user", help="link a human to this Django (admin) username")
         create.add_argument(
@@ -54,6 +63,15 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def _create(self, opts: dict[str, Any]) -> None:
+        role = (
+            f"{opts['runner']}-runner" if opts["runner"] else ("onboarding" if opts["onboarding"] else None)
+        )
+        if role:
+            if opts["tools"] is not None:
+                raise CommandError("a scoped role's tools come from runs/powers.py; --tools does not apply")
+            opts = {**opts, "agent": True, "tools": ",".join(ROLES[role]), "name": opts["name"] or role}
+        if not opts["name"]:
+            raise CommandError("give the principal a NAME")
         name = opts["name"]
         existing = Principal.objects.filter(name=name).first()
         if existing and not opts["rotate"]:
