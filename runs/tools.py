@@ -1,0 +1,267 @@
+"""MCP tools of the runs app: the run lock (start, heartbeat, finish) and the day's record
+(progress, observations). Thin: validate, call a service, shape the answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from django.utils import timezone
+from pydantic import Field
+
+from operator_site.face.dispatch import ToolCall
+from operator_site.face.registry import ToolArgs, ToolClass, tool
+from runs import services
+from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
+
+FinishStatus = Literal["ok", "error", "skipped", "cancelled", "stale"]
+Outcome = Literal["done", "partial", "blocked", "failed"]
+RUN_ID_FIELD = Field(ge=1, description="The id operator_run_start returned.")
+TOKEN_FIELD = Field(
+    min_length=8, max_length=200, description="The fencing token operator_run_start returned with the run."
+)
+
+
+class RunStartArgs(ToolArgs):
+    kind: str | None = Field(
+        None,
+        min_length=1,
+        max_length=services.MAX_KIND_CHARS,
+        description="What this run is, e.g. 'tick:morning' or 'inbox-triage'. Default 'run'.",
+    )
+    stale_after_s: int = Field(
+        DEFAULT_STALE_AFTER_S,
+        ge=MIN_STALE_AFTER_S,
+        le=MAX_STALE_AFTER_S,
+        description="Seconds without a heartbeat after which the run counts as dead and the next start "
+        f"takes over ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S}, default {DEFAULT_STALE_AFTER_S}).",
+    )
+    note: str | None = Field(None, max_length=services.MAX_NOTE_CHARS, description="Why this run, briefly.")
+
+
+@tool(
+    "operator_run_start",
+    tool_class=ToolClass.WRITE,
+    args=RunStartArgs,
+    title="Start a run",
+    examples=[
+        {"kind": "inbox-triage", "stale_after_s": 600, "note": "morning inbox pass"},
+        {"kind": "tick:check-in"},
+    ],
+)
+def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
+    """Start an autonomous run under the single-running lock: at most one run is running at any time,
+    across every process and host. If the running run sent no heartbeat within its `stale_after_s`,
+    it is marked stale and this run takes over (listed under `recovered`); otherwise the start is
+    refused with `already_running` and the running run's id, kind, holder, start and last heartbeat.
+    On success keep the returned `run_id` and `token`: send operator_run_heartbeat at least every
+    `heartbeat_every_s` seconds and close with operator_run_finish. If a heartbeat answers
+    `stale: true`, stop working: another run has taken over."""
+    now = timezone.now()
+    started = services.start_run(
+        principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
+    )
+    run = started.run
+    return {
+        "ok": True,
+        "run_id": run.id,
+        "token": started.token,
+        "heartbeat_every_s": max(10, run.stale_after_s // 3),
+        "run": services.run_dict(run, now),
+        "recovered": [services.run_dict(r, now) for r in started.recovered],
+    }
+
+
+class RunHeartbeatArgs(ToolArgs):
+    run_id: int = RUN_ID_FIELD
+    token: str = TOKEN_FIELD
+    progress: str | None = Field(
+        None, max_length=services.MAX_RUN_PROGRESS_CHARS, description="Where the run is, in a sentence."
+    )
+
+
+@tool(
+    "operator_run_heartbeat",
+    tool_class=ToolClass.WRITE,
+    args=RunHeartbeatArgs,
+    title="Run heartbeat",
+    examples=[{"run_id": 41, "token": "run_0123456789abcdef", "progress": "12 of 30 messages triaged"}],
+)
+def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
+    """The dead-man's switch of a running run: refreshes the run held by `token` (optionally with a
+    progress line). Answers `ok: false, stale: true` when the run was already marked stale (another
+    run took over) or finished: stop working under it. A wrong token is refused."""
+    now = timezone.now()
+    run = services.heartbeat(
+        principal=call.principal, run_id=args.run_id, token=args.token, progress=args.progress, now=now
+    )
+    return {
+        "ok": True,
+        "stale": False,
+        "run_id": run.id,
+        "status": run.status,
+        "last_heartbeat": run.last_heartbeat_at,
+        "stale_at": services.run_dict(run, now)["stale_at"],
+        "heartbeat_every_s": max(10, run.stale_after_s // 3),
+    }
+
+
+class RunFinishArgs(ToolArgs):
+    run_id: int = RUN_ID_FIELD
+    token: str = TOKEN_FIELD
+    status: FinishStatus = Field(
+        description="ok, error, skipped (nothing to do), cancelled, or stale (the run gives itself up)."
+    )
+    summary: str | None = Field(
+        None, max_length=services.MAX_RUN_SUMMARY_CHARS, description="What the run did, for the record."
+    )
+
+
+@tool(
+    "operator_run_finish",
+    tool_class=ToolClass.WRITE,
+    args=RunFinishArgs,
+    title="Finish a run",
+    examples=[
+        {"run_id": 41, "token": "run_0123456789abcdef", "status": "ok", "summary": "30 messages triaged"},
+        {"run_id": 41, "token": "run_0123456789abcdef", "status": "skipped", "summary": "inbox empty"},
+    ],
+)
+def run_finish(call: ToolCall, args: RunFinishArgs) -> dict[str, Any]:
+    """Close a run as ok, error, skipped, cancelled or stale, releasing the lock. A run closes once: a
+    second finish, or a finish after the run was marked stale and taken over, changes nothing and
+    says why."""
+    now = timezone.now()
+    run = services.finish_run(
+        principal=call.principal,
+        run_id=args.run_id,
+        token=args.token,
+        status=args.status,
+        summary=args.summary,
+        now=now,
+    )
+    return {
+        "ok": True,
+        "run": services.run_dict(run, now),
+        "duration_s": round((run.ended_at - run.started_at).total_seconds(), 3),
+    }
+
+
+ProgressItem = Annotated[str, Field(min_length=1, max_length=services.MAX_PROGRESS_ITEM_CHARS)]
+
+
+class RecordProgressArgs(ToolArgs):
+    summary: str = Field(
+        min_length=1, max_length=services.MAX_PROGRESS_SUMMARY_CHARS, description="What was done."
+    )
+    outcome: Outcome = Field(description="done, partial, blocked or failed.")
+    tried: list[ProgressItem] | None = Field(
+        None, max_length=services.MAX_PROGRESS_ITEMS, description="What was tried (short lines)."
+    )
+    failed: list[ProgressItem] | None = Field(
+        None, max_length=services.MAX_PROGRESS_ITEMS, description="What failed (short lines)."
+    )
+    run_id: int | None = Field(None, ge=1, description="The run this work happened under, if any.")
+    tick: str | None = Field(
+        None,
+        min_length=1,
+        max_length=services.MAX_TICK_CHARS,
+        description="The tick this entry belongs to, e.g. 'check-in'.",
+    )
+
+
+@tool(
+    "operator_record_progress",
+    tool_class=ToolClass.WRITE,
+    args=RecordProgressArgs,
+    title="Record progress",
+    examples=[
+        {
+            "summary": "Triaged the inbox; two replies drafted as intents.",
+            "outcome": "partial",
+            "tried": ["archive newsletters", "draft replies"],
+            "failed": ["calendar lookup timed out"],
+            "tick": "check-in",
+        },
+        {"summary": "Nothing new since the morning tick.", "outcome": "done"},
+    ],
+)
+def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
+    """Record what this tick (or this piece of work) did: a summary, its outcome (done, partial,
+    blocked, failed), what was tried and what failed, optionally linked to a run and a tick. Goes into
+    today's operator day (opened on first write)."""
+    entry = services.record_progress(
+        principal=call.principal,
+        summary=args.summary,
+        outcome=args.outcome,
+        tried=args.tried,
+        failed=args.failed,
+        run_id=args.run_id,
+        tick=args.tick,
+    )
+    return {"ok": True, "progress": services.progress_dict(entry)}
+
+
+class RecordObservationArgs(ToolArgs):
+    kind: Literal["world", "self"] = Field(
+        description="world: something about the outside world; self: something about the operator itself."
+    )
+    summary: str = Field(
+        min_length=1, max_length=services.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta, briefly."
+    )
+    source: str | None = Field(
+        None, max_length=services.MAX_OBSERVATION_SOURCE_CHARS, description="Where it came from (URL, tool)."
+    )
+    data: dict[str, Any] | None = Field(
+        None,
+        description=f"Small structured detail (at most {services.MAX_OBSERVATION_DATA_BYTES} bytes as JSON, "
+        f"{services.MAX_OBSERVATION_DATA_DEPTH} levels deep).",
+    )
+    # Declared so that a caller sending it is not refused as an unknown argument: accepted, ignored.
+    tainted: Any = Field(
+        None,
+        description="Ignored. Every observation is stored tainted (untrusted data), whatever this says.",
+    )
+
+
+@tool(
+    "operator_record_observation",
+    tool_class=ToolClass.WRITE,
+    args=RecordObservationArgs,
+    title="Record an observation",
+    examples=[
+        {
+            "kind": "world",
+            "summary": "The landlord's portal shows the March rent as unpaid.",
+            "source": "https://portal.example.com/rent",
+            "data": {"month": "2027-03", "amount_cents": 125000},
+        },
+        {"kind": "self", "summary": "The calendar tool timed out twice this morning."},
+    ],
+)
+def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str, Any]:
+    """Record one cheap world or self delta. Tainted at the sink, always: it is stored as untrusted
+    data whatever the arguments say (a `tainted: false` is ignored), it is never evidence for a
+    confirmation, and every read returns it fenced as tainted, apart from instructions and beliefs."""
+    claimed = args.tainted if "tainted" in args.model_fields_set else services.MISSING
+    observation = services.record_observation(
+        principal=call.principal,
+        kind=args.kind,
+        summary=args.summary,
+        source=args.source,
+        data=args.data,
+        claimed_tainted=claimed,
+    )
+    answer: dict[str, Any] = {
+        "ok": True,
+        "tainted": True,
+        "observation": services.observation_dict(observation),
+        "taint": services.TAINT_NOTE,
+    }
+    if claimed is not services.MISSING and claimed is not True:
+        answer["ignored"] = {"tainted": claimed}
+        answer["note"] = (
+            f"The argument tainted={json.dumps(claimed, default=str)[:100]} was ignored: "
+            "the observation is stored tainted."
+        )
+    return answer
