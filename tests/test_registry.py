@@ -135,3 +135,15 @@ def test_version_race_guard_turns_integrity_errors_into_conflicts() -> None:
     with pytest.raises(VersionConflict) as caught, version_race_guard():
         raise IntegrityError("duplicate key value violates unique constraint")
     assert caught.value.as_result()["retry"] is True
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_nul_characters_are_refused_naming_the_field_on_every_database(owner) -> None:
+    from tests.fixtures import asgi_http, call
+
+    async with asgi_http(owner.token) as http:
+        answer = await call(http, "operator_set_directive", {"kind": "focus", "topic": "tax\x00es"})
+    assert answer["error"] == "invalid_arguments"
+    assert answer["fields"][0]["field"] == "topic"
+    assert "NUL" in answer["fields"][0]["message"]

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, DataError, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
@@ -80,6 +80,24 @@ def _write_audit(
     )
 
 
+def _nul_path(value: Any, path: str = "") -> str | None:
+    """Where a NUL character hides in the arguments (PostgreSQL cannot store one in text)."""
+    if isinstance(value, str):
+        return path or "(arguments)" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nul_path(key, path) if isinstance(key, str) and "\x00" in key else None
+            found = found or _nul_path(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{path}.{index}" if path else str(index))
+            if found:
+                return found
+    return None
+
+
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     """Field names and messages only: the rejected values are the caller's data, not ours to echo."""
     out = []
@@ -103,6 +121,28 @@ def _run_in_transaction(
             call.principal, spec.name, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed
         )
         return envelope(refusal.as_result())
+    except DataError:
+        # A value the database itself refuses (out of range, malformed for its column): the
+        # caller's input, not an outage — say so, and do not invite a retry of the same call.
+        logger.info("tool %s: the database refused a value", spec.name)
+        _write_audit(
+            call.principal,
+            spec.name,
+            AuditEvent.Outcome.REFUSED,
+            "invalid_value",
+            started,
+            args_digest,
+            claimed,
+        )
+        return envelope(
+            {
+                "ok": False,
+                "error": "invalid_value",
+                "reason": "The database refused one of the values given (out of range or malformed); "
+                "nothing was written.",
+            },
+            is_error=True,
+        )
     except DatabaseError:
         logger.exception("database error in tool %s", spec.name)
         _best_effort_audit(call, spec, "database_unavailable", started, args_digest, claimed)
@@ -187,6 +227,19 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         )
 
     try:
+        nul_at = _nul_path(arguments)
+        if nul_at:
+            raise ValidationError.from_exception_data(
+                spec.args.__name__,
+                [
+                    {
+                        "type": "value_error",
+                        "loc": tuple(nul_at.split(".")),
+                        "input": None,
+                        "ctx": {"error": "text may not contain NUL (\\u0000) characters"},
+                    }
+                ],
+            )
         args = spec.args.model_validate(spec.fn_metadata.pre_parse_json(arguments))
     except ValidationError as exc:
         fields = _field_errors(exc)
