@@ -160,6 +160,7 @@ class Notification(models.Model):
         SENDING = "sending", "being delivered"
         DELIVERED = "delivered", "delivered"
         HELD = "held", "held by a directive"
+        WITHDRAWN = "withdrawn", "withdrawn before delivery (no longer relevant)"
 
     kind = models.CharField(max_length=48, db_index=True)
     title = models.CharField(max_length=300)

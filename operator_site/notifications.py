@@ -282,6 +282,16 @@ def _send_webhook(notice: Notification) -> None:
         raise RuntimeError(f"webhook answered HTTP {response.status_code}")
 
 
+def withdraw(*, dedupe_key: str, reason: str) -> bool:
+    """A notice that has not gone out yet and no longer applies (the intent it asks about was
+    cancelled, expired or decided) is withdrawn instead of delivered. Returns True if one was."""
+    return bool(
+        Notification.objects.filter(
+            dedupe_key=dedupe_key, state__in=[Notification.State.PENDING, Notification.State.HELD]
+        ).update(state=Notification.State.WITHDRAWN, held_reason=reason[:200], claimed_until=None)
+    )
+
+
 # --- acknowledging -------------------------------------------------------------------------------
 def acknowledge(notice: Notification, *, by: Principal) -> bool:
     """The person has seen it. Returns False if it was already acknowledged."""

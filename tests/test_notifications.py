@@ -316,3 +316,20 @@ def test_forged_and_expired_links_are_refused(client, owner, handler, settings) 
     assert expired.status_code == 410
     assert b"expired" in expired.content
     assert handler.reverted == []
+
+
+def test_a_notice_that_no_longer_applies_is_withdrawn_not_delivered(agent) -> None:
+    _directive(agent.principal, "quiet")
+    notice = _notify(dedupe_key="intent:7")
+    assert notice.state == "held"
+    assert notifications.withdraw(dedupe_key="intent:7", reason="intent 7 was cancelled") is True
+    directives.clear_directives(principal=agent.principal, kind="quiet")
+    report = notifications.deliver_due()
+    assert report.released == [] and report.delivered == []
+    notice.refresh_from_db()
+    assert notice.state == "withdrawn"
+    assert mail.outbox == []
+    delivered = _notify(dedupe_key="intent:8")
+    assert notifications.withdraw(dedupe_key="intent:8", reason="too late") is False  # already out
+    delivered.refresh_from_db()
+    assert delivered.state == "delivered"
