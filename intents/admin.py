@@ -1,15 +1,31 @@
+"""Admin for the intents app: directives (read; lift), the intent approval queue with its four
+affordances as confirmation pages, decisions and the intents' history (read-only).
+
+The approval queue calls the human-only library function (`intents/approval.py`): GET shows the
+intent exactly as it would be approved (and changes nothing), POST acts — only if the intent is
+still pending and still the payload shown (its digest travels with the form), only for a staff
+login linked to an active human principal, and recording who decided.
+"""
+
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
-from intents import services
-from intents.models import Directive
+from intents import approval, services
+from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.face.envelope import Refusal
+from operator_site.views import human_principal
 
 
 @admin.register(Directive)
@@ -46,3 +62,206 @@ class DirectiveAdmin(ReadOnlyAdmin):
             except Refusal:
                 continue  # already expired or cleared
         messages.success(request, f"Lifted {lifted} directive(s).")
+
+
+# --- intents: the approval queue --------------------------------------------------------------------
+AFFORDANCE_LABELS = {
+    "accept": "Accept — approve it exactly as shown",
+    "edit": "Edit, then approve the edited version",
+    "respond": "Respond — reply in your own words; it stays pending",
+    "ignore": "Ignore — park the question; it stays pending until it expires",
+    "reject": "Reject — say no; it will never be done",
+}
+
+
+class IntentEventInline(admin.TabularInline):
+    model = IntentEvent
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "event", "from_status", "to_status", "by", "via", "note")
+    readonly_fields = fields
+    ordering = ("id",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class PendingFirst(admin.SimpleListFilter):
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "awaiting your approval")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Intent]) -> QuerySet[Intent]:
+        if self.value() == "pending":
+            return queryset.filter(status=IntentStatus.PENDING_APPROVAL)
+        return queryset
+
+
+@admin.register(Intent)
+class IntentAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "created_at",
+        "action_type",
+        "title",
+        "recipient",
+        "amount",
+        "status",
+        "policy_decision",
+        "actor",
+        "decide",
+    )
+    list_filter = (PendingFirst, "status", "policy_decision", "action_type")
+    search_fields = ("title", "recipient", "body", "idempotency_key")
+    date_hierarchy = "created_at"
+    inlines = (IntentEventInline,)
+    readonly_fields = (*(f.name for f in Intent._meta.fields), "decide")
+
+    @admin.display(description="amount")
+    def amount(self, obj: Intent) -> str:
+        return services.format_amount(obj.amount_cents) or "—"
+
+    @admin.display(description="decide")
+    def decide(self, obj: Intent) -> str:
+        if obj.status != IntentStatus.PENDING_APPROVAL:
+            return "—"
+        return format_html('<a href="{}">decide…</a>', reverse("admin:intents_intent_decide", args=[obj.pk]))
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.decide_view)
+        return [
+            path("<int:intent_id>/decide/", view, name="intents_intent_decide"),
+            path("<int:intent_id>/decide/<str:affordance>/", view, name="intents_intent_decide_one"),
+            *super().get_urls(),
+        ]
+
+    def decide_view(
+        self, request: HttpRequest, intent_id: int, affordance: str | None = None
+    ) -> HttpResponse:
+        """GET: the intent as it would be decided, and the affordances (changes nothing).
+        POST to `<affordance>/`: do it, if still pending and still what was shown."""
+        if request.method not in {"GET", "POST"}:
+            return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        if affordance is not None and affordance not in approval.AFFORDANCES:
+            raise Http404("no such affordance")
+        intent = Intent.objects.filter(pk=intent_id).first()
+        if intent is None:
+            raise Http404("no such intent")
+        if request.method == "POST":
+            if affordance is None:
+                return self._page(request, intent, None, "Choose what to do with this intent.", status=400)
+            return self._act(request, intent, affordance)
+        return self._page(request, intent, affordance)
+
+    def _act(self, request: HttpRequest, intent: Intent, affordance: str) -> HttpResponse:
+        fields: dict[str, Any] = {}
+        if affordance == "edit":
+            raw_amount = request.POST.get("amount_cents", "").strip()
+            if raw_amount and not raw_amount.isdigit():
+                return self._page(
+                    request, intent, affordance, "The amount must be a whole number of cents.", status=400
+                )
+            fields = {
+                "title": request.POST.get("title", ""),
+                "body": request.POST.get("body", ""),
+                "amount_cents": int(raw_amount) if raw_amount else None,
+            }
+        try:
+            decided = approval.decide(
+                intent.pk,
+                affordance,
+                by=request.user,
+                via="admin",
+                seen=request.POST.get("seen") or None,
+                text=request.POST.get("text"),
+                note=request.POST.get("note", ""),
+                **fields,
+            )
+        except Refusal as refusal:
+            status = 403 if refusal.code == "not_human" else 409
+            intent.refresh_from_db()
+            return self._page(request, intent, affordance, refusal.reason, status=status)
+        messages.success(request, _done_message(affordance, decided))
+        return redirect(reverse("admin:intents_intent_change", args=[decided.pk]))
+
+    def _page(
+        self,
+        request: HttpRequest,
+        intent: Intent,
+        affordance: str | None,
+        error: str | None = None,
+        status: int = 200,
+    ) -> HttpResponse:
+        decision = intent.decisions.select_related("decided_by", "responded_by").first()
+        pending = intent.status == IntentStatus.PENDING_APPROVAL
+        shown = [affordance] if affordance else list(approval.AFFORDANCES)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Decide on intent #{intent.pk}",
+            "opts": self.model._meta,
+            "intent": intent,
+            "decision": decision,
+            "amount": services.format_amount(intent.amount_cents),
+            "events": intent.events.select_related("by").order_by("id"),
+            "affordances": [(name, AFFORDANCE_LABELS[name]) for name in shown],
+            "pending": pending,
+            "can_decide": pending and human_principal(request) is not None,
+            "is_human": human_principal(request) is not None,
+            "error": error,
+        }
+        return render(request, "intents/decide.html", context, status=status)
+
+
+def _done_message(affordance: str, intent: Intent) -> str:
+    return {
+        "accept": f"Approved intent #{intent.pk}.",
+        "edit": f"Edited and approved intent #{intent.pk}.",
+        "respond": f"Your response to intent #{intent.pk} is recorded; it stays pending.",
+        "ignore": f"Parked the question about intent #{intent.pk}; it stays pending until it expires.",
+        "reject": f"Rejected intent #{intent.pk}.",
+    }[affordance]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "created_at",
+        "title",
+        "status",
+        "intent_link",
+        "decided_by",
+        "decided_via",
+        "decided_at",
+    )
+    list_filter = ("status", "decided_via")
+    search_fields = ("title", "detail", "response", "note")
+    readonly_fields = [f.name for f in Decision._meta.fields]
+    list_select_related = ("intent", "decided_by")
+
+    @admin.display(description="intent")
+    def intent_link(self, obj: Decision) -> str:
+        if obj.intent_id is None:
+            return "—"
+        return format_html(
+            '<a href="{}">#{}</a>',
+            reverse("admin:intents_intent_change", args=[obj.intent_id]),
+            obj.intent_id,
+        )
+
+
+@admin.register(IntentEvent)
+class IntentEventAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "intent", "event", "from_status", "to_status", "by", "via")
+    list_filter = ("event", "via")
+    list_select_related = ("intent", "by")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from django.utils import timezone
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intents import services
 from operator_site.face.dispatch import ToolCall
@@ -105,3 +106,161 @@ def list_directives(call: ToolCall, args: ListDirectivesArgs) -> dict[str, Any]:
     now = timezone.now()
     directives = [services.directive_dict(d, now) for d in services.active_directives(now)]
     return {"ok": True, "now": now, "directives": directives, "count": len(directives)}
+
+
+# --- the intent path (seed §4.5) -------------------------------------------------------------------
+class ActionSpec(BaseModel):
+    """The action an agent wants done. Unknown fields are refused, naming the field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(
+        min_length=1,
+        max_length=64,
+        description="What kind of action: e.g. spend, purchase, subscribe, send, email, publish, delete, "
+        "note, reminder, draft. Unknown types require the person's approval.",
+    )
+    title: str = Field(min_length=1, max_length=300, description="One line the person can decide on.")
+    recipient: str | None = Field(
+        None, max_length=300, description="Who receives it; omit (or `self`) when it is for the person."
+    )
+    amount_cents: int | None = Field(
+        None,
+        ge=0,
+        le=10**13,
+        description="Money involved, in whole cents; any positive amount needs approval.",
+    )
+    body: str | None = Field(None, max_length=20_000, description="The text to send, publish or keep.")
+    topic: str | None = Field(
+        None, max_length=100, description="What it is about; directives (topic_mute, focus) match on it."
+    )
+    due: datetime | None = Field(
+        None, description="When it should happen, ISO 8601 (no offset: the person's time zone)."
+    )
+
+    @field_validator("amount_cents", mode="before")
+    @classmethod
+    def _whole_cents(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("amount_cents is a number of cents, not true/false")
+        return value
+
+    @field_validator("due", mode="before")
+    @classmethod
+    def _iso_text(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("due is an ISO 8601 date or date-time string")
+        return value
+
+
+class RecordActionIntentArgs(ToolArgs):
+    action: ActionSpec = Field(description="The typed action; the gate stamps its verdict.")
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_record_action_intent",
+    tool_class=ToolClass.INTENT,
+    args=RecordActionIntentArgs,
+    title="Record an action intent",
+    examples=[
+        {"action": {"type": "spend", "title": "Annual plan renewal", "amount_cents": 4900}},
+        {"action": {"type": "email", "title": "Reply to the landlord", "recipient": "landlord@example.com"}},
+        {"action": {"type": "reminder", "title": "Call the dentist", "due": "2026-12-01T09:00"}},
+    ],
+)
+def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[str, Any]:
+    """The only route toward the outside world: record a typed action intent (type, title, recipient,
+    amount_cents, body, topic, due). A deterministic gate stamps it: `allow` (only self-directed,
+    reversible types: a note, a reminder to the person, a draft) → status `queued`; `requires_approval`
+    (spending, sending to others, publishing, deleting, anything irreversible, unknown types) →
+    `pending_approval`, and the person is asked once with the affordances accept, edit, respond,
+    ignore; `deny` (sharing credentials or secrets) → `blocked`. Nothing is sent, spent or published
+    by this call, and no tool can approve: the person does. The identical call again the same day
+    returns the same row with `created: false` and asks the person nothing new."""
+    action = args.action
+    intent, created = services.record_intent(
+        principal=call.principal,
+        action=services.ActionInput(
+            type=action.type,
+            title=action.title,
+            recipient=action.recipient,
+            amount_cents=action.amount_cents,
+            body=action.body,
+            topic=action.topic,
+            due=action.due,
+        ),
+    )
+    return services.intent_dict(intent, created=created)
+
+
+class UpdateActionIntentArgs(ToolArgs):
+    id: int = Field(ge=1, description="The intent's id.")
+    to: str = Field(
+        min_length=1,
+        max_length=32,
+        description="The new status: cancelled, executing, executed, failed or expired. Never approved "
+        "or rejected (the person decides those).",
+    )
+    note: str | None = Field(None, max_length=2000, description="Why, for the intent's history.")
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_update_action_intent",
+    tool_class=ToolClass.WRITE,
+    args=UpdateActionIntentArgs,
+    title="Move an intent along its lifecycle",
+    examples=[
+        {"id": 41, "to": "cancelled", "note": "no longer needed"},
+        {"id": 41, "to": "executing"},
+        {"id": 41, "to": "executed", "note": "renewed, receipt filed"},
+    ],
+)
+def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[str, Any]:
+    """Lifecycle transitions only: pending_approval → cancelled | expired; approved or queued →
+    executing | cancelled; executing → executed | failed. Never to approved or rejected (approval is
+    a human act), never out of a terminal status (executed, failed, rejected, cancelled, expired,
+    blocked). If another call moved the intent first, nothing changes and the answer says so."""
+    intent, was = services.transition_intent(
+        principal=call.principal, intent_id=args.id, to=args.to, note=args.note
+    )
+    return {"ok": True, "from": was, "to": intent.status, "intent": services.intent_dict(intent)}
+
+
+class UpdateDecisionArgs(ToolArgs):
+    id: int = Field(ge=1, description="The decision's id (an intent's `decision_id`).")
+    status: str = Field(
+        min_length=1,
+        max_length=32,
+        description="pending, parked or rejected. `approved` is refused: approval is a human act.",
+    )
+    note: str | None = Field(None, max_length=2000, description="Why, kept on the decision.")
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_update_decision",
+    tool_class=ToolClass.WRITE,
+    args=UpdateDecisionArgs,
+    title="Flip a decision",
+    examples=[
+        {"id": 7, "status": "parked", "note": "waiting for the invoice"},
+        {"id": 7, "status": "rejected"},
+    ],
+)
+def update_decision(call: ToolCall, args: UpdateDecisionArgs) -> dict[str, Any]:
+    """Flip an open decision (a question put to the person) to pending, parked or rejected. It cannot
+    approve: `approved` is refused, because approval is a human act done outside any tool. Rejecting a
+    decision about an intent rejects the intent too. Closed decisions (approved, rejected, withdrawn,
+    expired) never move. Returns `changed`."""
+    decision, changed = services.update_decision(
+        principal=call.principal, decision_id=args.id, status=args.status, note=args.note
+    )
+    intent = decision.intent
+    return {
+        "ok": True,
+        "changed": changed,
+        "decision": services.decision_dict(decision),
+        "intent": services.intent_dict(intent) if intent else None,
+    }

@@ -4,7 +4,8 @@
 - `GET /api/tools`: the tool catalogue the bearer's principal may call (the same list `tools/list`
   gives over MCP).
 
-Later issues add the human approval/revert channel here (session + CSRF, staff only).
+- `/api/intents/...`: the human approval channel (`intents/api.py`; Django session + CSRF, staff
+  linked to a human principal only).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from django.http import HttpRequest
 from ninja import NinjaAPI, Schema
 from ninja.security import HttpBearer
 
+from intents.api import router as intents_router
 from operator_site import __version__
 from operator_site.face import registry
 from operator_site.face.auth import authenticate
 from operator_site.models import Principal
 
 api = NinjaAPI(title="The operator", version=__version__, urls_namespace="api")
+# The human approval channel (Django session + CSRF, staff linked to a human principal only).
+api.add_router("/intents", intents_router)
 
 
 class BearerPrincipal(HttpBearer):

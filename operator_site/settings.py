@@ -191,11 +191,32 @@ if OPERATOR_DELIVERY not in {"background", "sync", "off"}:
     raise ImproperlyConfigured("OPERATOR_DELIVERY must be background, sync or off")
 # How long a one-tap revert link stays valid.
 OPERATOR_REVERT_LINK_HOURS = env.int("OPERATOR_REVERT_LINK_HOURS", default=72)
+# How recent a human-authored instruction must be to back a high-stakes belief change (its
+# confirmationQuote), in hours.
+OPERATOR_CONFIRMATION_WINDOW_HOURS = env.int("OPERATOR_CONFIRMATION_WINDOW_HOURS", default=72)
+if OPERATOR_CONFIRMATION_WINDOW_HOURS < 1:
+    raise ImproperlyConfigured("OPERATOR_CONFIRMATION_WINDOW_HOURS must be at least 1")
+# How long an intent may wait for the person's approval before it expires (ticks and
+# `manage.py operator_expire` mark it expired; an expired approval is never approvable, swept or not).
+OPERATOR_APPROVAL_EXPIRY_DAYS = env.int("OPERATOR_APPROVAL_EXPIRY_DAYS", default=7)
+if not 1 <= OPERATOR_APPROVAL_EXPIRY_DAYS <= 365:
+    raise ImproperlyConfigured("OPERATOR_APPROVAL_EXPIRY_DAYS must be between 1 and 365")
 
 # --- The person's "brain": another MCP server the operator calls, through enumerated allowlists ----
 BRAIN_URL = env.str("BRAIN_URL", default="")
 BRAIN_TOKEN = env.str("BRAIN_TOKEN", default="")
 BRAIN_TIMEOUT_S = env.float("BRAIN_TIMEOUT_S", default=60.0)
+# The observe step's probes (runs/observe.py): a short JSON list of brain calls through the observe
+# allowlist, each {"tool": ..., "arguments": {...}, "name": ..., "kind": "world"|"self"}; every
+# answer is recorded as a tainted observation. Checked in full by runs.observe.load_probes().
+try:
+    OPERATOR_OBSERVE_PROBES = env.json("OPERATOR_OBSERVE_PROBES", default=[])
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"OPERATOR_OBSERVE_PROBES must be a JSON list: {_exc}") from _exc
+if not isinstance(OPERATOR_OBSERVE_PROBES, list) or not all(
+    isinstance(p, dict) for p in OPERATOR_OBSERVE_PROBES
+):
+    raise ImproperlyConfigured("OPERATOR_OBSERVE_PROBES must be a JSON list of objects")
 
 # --- Logging: one line of JSON per record on stderr ------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()

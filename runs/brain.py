@@ -68,7 +68,12 @@ def check_allowed(caller: str, tool: str) -> None:
 
 
 async def call_brain_async(
-    caller: str, tool: str, arguments: dict[str, Any] | None = None, *, timeout_s: float | None = None
+    caller: str,
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    timeout_s: float | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> BrainResult:
     check_allowed(caller, tool)
     if not settings.BRAIN_URL:
@@ -85,7 +90,7 @@ async def call_brain_async(
                 httpx2.AsyncClient(headers=headers, timeout=deadline, follow_redirects=False) as http,
                 Client(streamable_http_client(settings.BRAIN_URL, http_client=http), mode="auto") as client,
             ):
-                result = await client.call_tool(tool, arguments or {})
+                result = await client.call_tool(tool, arguments or {}, meta=meta)
     except TimeoutError as exc:
         raise BrainTimeout(f"{caller}: {tool} did not answer within {deadline:g} s; abandoned") from exc
     except BrainError:
@@ -99,8 +104,15 @@ async def call_brain_async(
 
 
 def call_brain(
-    caller: str, tool: str, arguments: dict[str, Any] | None = None, *, timeout_s: float | None = None
+    caller: str,
+    tool: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    timeout_s: float | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> BrainResult:
-    """Synchronous form for management commands and the executor (never call it on an event loop)."""
+    """Synchronous form for management commands and the executor (never call it on an event loop).
+
+    `meta` goes in the request's `_meta` (the executor sends its idempotency key there)."""
     check_allowed(caller, tool)  # refuse before even starting an event loop
-    return asyncio.run(call_brain_async(caller, tool, arguments, timeout_s=timeout_s))
+    return asyncio.run(call_brain_async(caller, tool, arguments, timeout_s=timeout_s, meta=meta))

@@ -1,0 +1,323 @@
+"""The human console for the world model: beliefs (read, with each belief's history), versions
+(read-only, with a readable diff; "undo this change" and "revert to here" as confirmation pages:
+GET shows the diff and changes nothing, POST acts, conditionally on the version the page showed,
+and records which human did it), and instructions (a person may add one: it is human-authored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from beliefs import services
+from beliefs.models import HIGH_STAKES_KINDS, Belief, Instruction, WorldModelVersion
+from operator_site.admin import ReadOnlyAdmin
+from operator_site.face.envelope import Refusal
+from operator_site.views import human_principal
+
+REVERT_PERMISSION = "beliefs.revert_world_model"
+
+
+def _diff_table(rows: list[dict[str, Any]]) -> SafeString:
+    if not rows:
+        return format_html("<p>{}</p>", "No changes.")
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td><del>{}</del></td><td><ins>{}</ins></td></tr>",
+        ((r["what"], r["before"] or "—", r["after"] or "—") for r in rows),
+    )
+    return format_html(
+        "<table><thead><tr><th>belief · field</th><th>before</th><th>after</th></tr></thead>"
+        "<tbody>{}</tbody></table>",
+        body,
+    )
+
+
+class StakesFilter(admin.SimpleListFilter):
+    title = "stakes"
+    parameter_name = "stakes"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("high", "high stakes"), ("low", "low stakes")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "high":
+            return queryset.filter(kind__in=HIGH_STAKES_KINDS)
+        if self.value() == "low":
+            return queryset.exclude(kind__in=HIGH_STAKES_KINDS)
+        return queryset
+
+
+@admin.register(Belief)
+class BeliefAdmin(ReadOnlyAdmin):
+    list_display = (
+        "kind",
+        "key",
+        "short_value",
+        "stakes",
+        "status",
+        "confidence",
+        "source",
+        "set_in_version",
+    )
+    list_filter = ("kind", StakesFilter, "status", "source_kind", "source_name")
+    search_fields = ("key", "value")
+    readonly_fields = (
+        "kind",
+        "key",
+        "value",
+        "confidence",
+        "status",
+        "stakes",
+        "source",
+        "set_in_version",
+        "evidence",
+        "last_version",
+        "updated_at",
+        "history",
+    )
+    exclude = ("source_principal", "source_name", "source_kind", "evidence_instruction", "evidence_span")
+
+    @admin.display(description="value")
+    def short_value(self, obj: Belief) -> str:
+        return obj.value if len(obj.value) <= 80 else obj.value[:79] + "…"
+
+    @admin.display(description="stakes")
+    def stakes(self, obj: Belief) -> str:
+        return obj.stakes
+
+    @admin.display(description="source")
+    def source(self, obj: Belief) -> str:
+        return f"{obj.source_name} ({obj.source_kind})"
+
+    @admin.display(description="evidence")
+    def evidence(self, obj: Belief) -> str:
+        if not obj.evidence_instruction_id:
+            return "—"
+        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
+        return format_html(
+            'instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, obj.evidence_span
+        )
+
+    @admin.display(description="history (every version that changed this belief)")
+    def history(self, obj: Belief) -> SafeString:
+        rows = []
+        for change in services.WORLD_MODEL.history(obj.entity):
+            version = change.version
+            url = reverse("admin:beliefs_worldmodelversion_change", args=[version.number])
+            for diff in services.version_change_rows(change):
+                rows.append(
+                    (
+                        url,
+                        version.number,
+                        version.operation,
+                        version.actor,
+                        diff["what"],
+                        diff["before"] or "—",
+                        diff["after"] or "—",
+                        version.created_at,
+                    )
+                )
+        if not rows:
+            return format_html("<p>{}</p>", "No recorded changes.")
+        body = format_html_join(
+            "",
+            '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td><del>{}</del></td>'
+            "<td><ins>{}</ins></td><td>{}</td></tr>",
+            rows,
+        )
+        return format_html(
+            "<table><thead><tr><th>version</th><th>operation</th><th>by</th><th>field</th><th>before</th>"
+            "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
+
+
+@admin.register(WorldModelVersion)
+class WorldModelVersionAdmin(ReadOnlyAdmin):
+    change_form_template = "beliefs/version_change_form.html"
+    list_display = ("number", "operation", "summary", "actor", "high_stakes", "reverted", "created_at")
+    list_filter = ("operation", "high_stakes", "actor")
+    search_fields = ("summary", "actor")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "number",
+        "supersedes",
+        "operation",
+        "summary",
+        "actor",
+        "created_at",
+        "reverts",
+        "restores_to",
+        "high_stakes",
+        "evidence_shown",
+        "diff",
+    )
+    fields = readonly_fields
+    actions = ("undo_selected", "revert_to_selected")
+
+    @admin.display(description="reverted")
+    def reverted(self, obj: WorldModelVersion) -> str:
+        return "yes" if services.WORLD_MODEL.is_reverted(obj) else ""
+
+    @admin.display(description="evidence")
+    def evidence_shown(self, obj: WorldModelVersion) -> str:
+        if not obj.evidence_instruction_id:
+            return "—"
+        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
+        span = (obj.evidence or {}).get("span", "")
+        return format_html('instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, span)
+
+    @admin.display(description="what changed")
+    def diff(self, obj: WorldModelVersion) -> SafeString:
+        return _diff_table(services.version_rows(obj))
+
+    # --- undo / revert to here: confirmation pages ---------------------------------------------
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:number>/undo/", wrap(self.undo_view), name="beliefs_worldmodelversion_undo"),
+            path("<int:number>/restore/", wrap(self.restore_view), name="beliefs_worldmodelversion_restore"),
+            *super().get_urls(),
+        ]
+
+    def undo_view(self, request: HttpRequest, number: int) -> HttpResponse:
+        return self._confirm(
+            request,
+            number,
+            describe=services.describe_undo,
+            act=services.undo_version,
+            button="Undo this change",
+        )
+
+    def restore_view(self, request: HttpRequest, number: int) -> HttpResponse:
+        return self._confirm(
+            request,
+            number,
+            describe=services.describe_restore,
+            act=services.restore_version,
+            button=f"Revert the world model to version {number}",
+        )
+
+    def _confirm(
+        self, request: HttpRequest, number: int, *, describe: Any, act: Any, button: str
+    ) -> HttpResponse:
+        if request.method not in ("GET", "POST"):
+            return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+        if number != 0:
+            get_object_or_404(WorldModelVersion, number=number)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        principal = human_principal(request)
+        may_act = principal is not None and request.user.has_perm(REVERT_PERMISSION)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Confirm a world-model revert",
+            "number": number,
+            "button": button,
+            "may_act": may_act,
+        }
+        status = 200
+        if request.method == "POST":
+            if not may_act:
+                context["error"] = (
+                    "Only a person on the human allowlist can revert (this login is not linked to one, or "
+                    "lacks the revert permission). Nothing was changed."
+                )
+                status = 403
+            else:
+                try:
+                    expected = int(request.POST.get("expected_version", ""))
+                except ValueError:
+                    expected = None
+                if expected is None:
+                    context["error"] = "This form is incomplete; reload the page and confirm again."
+                    status = 400
+                else:
+                    try:
+                        with transaction.atomic():
+                            result = act(number=number, principal=principal, expected_version=expected)
+                    except Refusal as refusal:
+                        context["error"] = refusal.reason
+                        if refusal.extra.get("retry"):
+                            context["error"] = (
+                                "The world model changed since this page was shown; nothing was changed. "
+                                "Review the diff below (it is current) and confirm again."
+                            )
+                        status = 409
+                    else:
+                        messages.success(
+                            request,
+                            f"Done: version {result['version']} ({result['operation']}) recorded, by "
+                            f"{principal.name}.",
+                        )
+                        return HttpResponseRedirect(
+                            reverse("admin:beliefs_worldmodelversion_change", args=[result["version"]])
+                        )
+        context["description"] = describe(number)
+        return render(request, "beliefs/confirm_revert.html", context, status=status)
+
+    def _one(self, request: HttpRequest, queryset: QuerySet) -> WorldModelVersion | None:
+        if queryset.count() != 1:
+            messages.error(request, "Select exactly one version.")
+            return None
+        return queryset.first()
+
+    @admin.action(description="Undo the selected change…", permissions=["view"])
+    def undo_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
+        version = self._one(request, queryset)
+        if version is None:
+            return None
+        return HttpResponseRedirect(reverse("admin:beliefs_worldmodelversion_undo", args=[version.number]))
+
+    @admin.action(description="Revert the world model to the selected version…", permissions=["view"])
+    def revert_to_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
+        version = self._one(request, queryset)
+        if version is None:
+            return None
+        return HttpResponseRedirect(reverse("admin:beliefs_worldmodelversion_restore", args=[version.number]))
+
+
+@admin.register(Instruction)
+class InstructionAdmin(ReadOnlyAdmin):
+    """Read-only, except that a person on the human allowlist may add one (human-authored)."""
+
+    list_display = ("created_at", "kind", "short_text", "actor", "human_authored", "channel")
+    list_filter = ("kind", "human_authored", "channel")
+    search_fields = ("text",)
+    date_hierarchy = "created_at"
+    readonly_fields = ("text", "kind", "channel", "refs", "actor", "human_authored", "created_at")
+
+    @admin.display(description="text")
+    def short_text(self, obj: Instruction) -> str:
+        text = " ".join(obj.text.split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return human_principal(request) is not None and request.user.has_perm("beliefs.add_instruction")
+
+    def get_fields(self, request: HttpRequest, obj: Instruction | None = None) -> list[str]:
+        if obj is None:
+            return ["text", "kind", "channel"]
+        return list(self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Instruction | None = None) -> tuple[str, ...]:
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Instruction, form: Any, change: bool) -> None:
+        principal = human_principal(request)
+        if change or principal is None:
+            raise PermissionDenied
+        # The row is the person's own words, recorded by the person: human-authored evidence.
+        obj.principal, obj.actor, obj.human_authored = principal, principal.name, True
+        obj.channel = " ".join((obj.channel or "admin").split()).lower()[:40]
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,691 @@
+"""World-model rules: plain functions taking the acting principal explicitly.
+
+They run inside the caller's transaction (the MCP dispatcher opens one per call; the admin and the
+one-tap link wrap theirs), so a `Refusal` raised here leaves nothing written. Every write goes
+through `WORLD_MODEL` (an `operator_site.lineage.Lineage`): one version per write, the exact version
+it superseded, the exact pre- and post-image of every belief it touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from beliefs.evidence import Binding, Confirmation, check_confirmation, record_confirmation_use
+from beliefs.models import (
+    BELIEF_KINDS,
+    HIGH_STAKES_KINDS,
+    LOW_STAKES_KINDS,
+    Belief,
+    Instruction,
+    WorldModelChange,
+    WorldModelVersion,
+    stakes_of,
+)
+from operator_site.face.envelope import Refusal
+from operator_site.lineage import Committed, Draft, EntityChange, Image, Lineage, Plan, diff_images
+from operator_site.models import Notification, Principal
+from operator_site.notifications import notify, unacknowledged_safety_notices
+
+SCOPE = "world_model"  # notification subject kind, confirmation-use scope
+MAX_KEY_CHARS = 120
+MAX_VALUE_CHARS = 4000
+MAX_CHANGES = 50
+MAX_SNAPSHOT_BELIEFS = 1000
+DIFF_FIELDS = ("value", "confidence", "status")
+
+
+# --- entities and images ---------------------------------------------------------------------------
+def entity_of(kind: str, key: str) -> str:
+    return f"{kind}/{key}"
+
+
+def split_entity(entity: str) -> tuple[str, str]:
+    kind, _, key = entity.partition("/")
+    return kind, key
+
+
+def normalise_key(key: str) -> str:
+    """Keys compare case-insensitively with whitespace collapsed: "Home  City" is "home city"."""
+    return " ".join((key or "").split()).lower()
+
+
+def image_of(row: Belief) -> Image:
+    """A belief's live state as the JSON image the lineage records."""
+    return {
+        "kind": row.kind,
+        "key": row.key,
+        "value": row.value,
+        "confidence": row.confidence,
+        "status": row.status,
+        "source": {"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
+        "set_in_version": row.set_in_version,
+        "evidence": (
+            {"instruction": row.evidence_instruction_id, "span": row.evidence_span}
+            if row.evidence_instruction_id
+            else None
+        ),
+    }
+
+
+class BeliefStore:
+    """The world model's live entities: one `Belief` row per (kind, key)."""
+
+    def snapshot(self, entity: str) -> Image | None:
+        kind, key = split_entity(entity)
+        row = Belief.objects.filter(kind=kind, key=key).first()
+        return image_of(row) if row else None
+
+    def apply(self, entity: str, image: Image | None, version: WorldModelVersion) -> None:
+        kind, key = split_entity(entity)
+        if image is None:
+            Belief.objects.filter(kind=kind, key=key).delete()
+            return
+        evidence = image.get("evidence") or {}
+        fields = {
+            "value": image["value"],
+            "confidence": image["confidence"],
+            "status": image["status"],
+            "source_principal_id": image["source"]["id"],
+            "source_name": image["source"]["name"],
+            "source_kind": image["source"]["kind"],
+            "set_in_version": image["set_in_version"],
+            "evidence_instruction_id": evidence.get("instruction"),
+            "evidence_span": evidence.get("span") or "",
+            "last_version": version.number,
+        }
+        if not Belief.objects.filter(kind=kind, key=key).update(updated_at=timezone.now(), **fields):
+            Belief.objects.create(kind=kind, key=key, **fields)
+
+
+WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())
+
+
+def _same_content(a: Image | None, b: Image | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(a.get(f) == b.get(f) for f in DIFF_FIELDS)
+
+
+def _is_high(entity: str) -> bool:
+    return split_entity(entity)[0] in HIGH_STAKES_KINDS
+
+
+# --- instructions --------------------------------------------------------------------------------
+def record_instruction(
+    *,
+    principal: Principal,
+    text: str,
+    kind: str = Instruction.Kind.INSTRUCTION,
+    channel: str | None = None,
+    refs: Any = None,
+    now: datetime | None = None,
+) -> Instruction:
+    """Store what was said. `human_authored` is true exactly when the recording principal is a
+    human; an agent's row is kept (it is part of the record) but is never evidence."""
+    if kind not in Instruction.Kind.values:
+        raise Refusal("invalid_kind", f"Unknown instruction kind {kind!r}; use instruction or comment.")
+    if not text or not text.strip():
+        raise Refusal("text_required", "An instruction needs its text.")
+    return Instruction.objects.create(
+        text=text,
+        kind=kind,
+        channel=" ".join((channel or "").split()).lower()[:40],
+        refs=refs,
+        principal=principal,
+        actor=principal.name,
+        human_authored=principal.is_human,
+        created_at=now or timezone.now(),
+    )
+
+
+def instruction_dict(row: Instruction) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "text": row.text,
+        "channel": row.channel or None,
+        "refs": row.refs,
+        "recorded_by": row.actor,
+        "human_authored": row.human_authored,
+        "created": row.created_at,
+    }
+
+
+# --- updating the world model ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChangeSpec:
+    op: str
+    kind: str
+    key: str
+    value: str | None = None
+    confidence: float | None = None
+
+    @property
+    def entity(self) -> str:
+        return entity_of(self.kind, self.key)
+
+
+def _clean(change: Mapping[str, Any] | ChangeSpec) -> ChangeSpec:
+    raw = dataclasses.asdict(change) if isinstance(change, ChangeSpec) else dict(change)
+    op, kind = raw.get("op"), raw.get("kind")
+    key = normalise_key(raw.get("key") or "")
+    value, confidence = raw.get("value"), raw.get("confidence")
+    if op not in ("add", "update", "retire"):
+        raise Refusal("invalid_change", f"Unknown op {op!r}; use add, update or retire.")
+    if kind not in BELIEF_KINDS:
+        raise Refusal(
+            "invalid_kind",
+            f"Unknown belief kind {kind!r}. High-stakes kinds: {', '.join(HIGH_STAKES_KINDS)}; low-stakes "
+            f"kinds: {', '.join(LOW_STAKES_KINDS)}. Nothing was written.",
+            kind=kind,
+        )
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise Refusal("invalid_key", f"A belief key must be 1 to {MAX_KEY_CHARS} characters.")
+    if value is not None and len(value) > MAX_VALUE_CHARS:
+        raise Refusal("invalid_change", f"{kind}/{key}: a value is at most {MAX_VALUE_CHARS} characters.")
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise Refusal("invalid_change", f"{kind}/{key}: confidence must be between 0 and 1.")
+    if op == "add" and (value is None or not value.strip()):
+        raise Refusal("value_required", f"Adding {kind}/{key} needs a value.")
+    if op == "update" and value is None and confidence is None:
+        raise Refusal("invalid_change", f"Updating {kind}/{key} needs a new value or confidence.")
+    if op == "update" and value is not None and not value.strip():
+        raise Refusal("value_required", f"{kind}/{key}: a value cannot be blank (retire the belief instead).")
+    if op == "retire" and (value is not None or confidence is not None):
+        raise Refusal("invalid_change", f"Retiring {kind}/{key} takes no value or confidence.")
+    return ChangeSpec(op, kind, key, value.strip() if value is not None else None, confidence)
+
+
+def _candidates(kind: str, key: str) -> list[str]:
+    keys = list(
+        Belief.objects.filter(kind=kind, status=Belief.Status.ACTIVE).values_list("key", flat=True)[:500]
+    )
+    close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
+    close += [k for k in keys if (key in k or k in key) and k not in close]
+    return close[:5]
+
+
+def _planned_image(spec: ChangeSpec, before: Image | None, principal: Principal, number: int) -> Image:
+    if spec.op == "add":
+        if before is not None and before["status"] == Belief.Status.ACTIVE:
+            raise Refusal(
+                "belief_exists",
+                f"{spec.entity} already exists (value {before['value']!r}); use op update. Nothing was "
+                "written.",
+                entity=spec.entity,
+                current=before["value"],
+            )
+        value, confidence, status = spec.value, spec.confidence, Belief.Status.ACTIVE
+    else:
+        if before is None or before["status"] != Belief.Status.ACTIVE:
+            state = "is retired" if before is not None else "does not exist"
+            raise Refusal(
+                "belief_not_found",
+                f"{spec.entity} {state}, so it cannot be {'updated' if spec.op == 'update' else 'retired'}; "
+                "nothing was written.",
+                entity=spec.entity,
+                candidates=_candidates(spec.kind, spec.key),
+            )
+        if spec.op == "update":
+            value = spec.value if spec.value is not None else before["value"]
+            confidence = spec.confidence if spec.confidence is not None else before["confidence"]
+            status = Belief.Status.ACTIVE
+        else:
+            value, confidence, status = before["value"], before["confidence"], Belief.Status.RETIRED
+    return {
+        "kind": spec.kind,
+        "key": spec.key,
+        "value": value,
+        "confidence": confidence,
+        "status": status,
+        "source": {"id": principal.id, "name": principal.name, "kind": principal.kind},
+        "set_in_version": number,
+        "evidence": None,
+    }
+
+
+def _binding(spec: ChangeSpec, before: Image | None) -> Binding:
+    if spec.op == "retire" or spec.value is None:
+        values = (before["value"],) if before else ()
+    else:
+        values = (spec.value,)
+    return Binding(subject=spec.entity, key=spec.key, values=values)
+
+
+def update_world_model(
+    *,
+    principal: Principal,
+    changes: Sequence[Mapping[str, Any] | ChangeSpec],
+    confirmed: bool | None = None,
+    quote: str | None = None,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Add, update or retire beliefs: all of the changes or none. High-stakes kinds need
+    confirmation evidence (`beliefs.evidence`); every high-stakes write notifies the person."""
+    specs = [_clean(c) for c in changes]
+    if not specs:
+        raise Refusal("changes_required", "Give at least one change.")
+    if len(specs) > MAX_CHANGES:
+        raise Refusal("too_many_changes", f"At most {MAX_CHANGES} changes per call.")
+    entities = [s.entity for s in specs]
+    duplicates = sorted({e for e in entities if entities.count(e) > 1})
+    if duplicates:
+        raise Refusal(
+            "duplicate_target",
+            f"{', '.join(duplicates)} appear(s) more than once in one call: ambiguous, nothing was written.",
+            entities=duplicates,
+        )
+
+    draft = WORLD_MODEL.begin(expected_version)
+    with WORLD_MODEL.stable(draft):
+        planned: list[tuple[ChangeSpec, Image | None, Image]] = []
+        unchanged: list[str] = []
+        for spec in specs:
+            before = WORLD_MODEL.store.snapshot(spec.entity)
+            after = _planned_image(spec, before, principal, draft.number)
+            if _same_content(before, after):
+                unchanged.append(spec.entity)
+            else:
+                planned.append((spec, before, after))
+        if not planned:
+            raise Refusal(
+                "nothing_changed",
+                f"The world model already says exactly that ({', '.join(unchanged)}); nothing was written.",
+                unchanged=unchanged,
+                current_version=draft.base,
+            )
+
+        high = [(spec, before, after) for spec, before, after in planned if spec.kind in HIGH_STAKES_KINDS]
+        confirmation: Confirmation | None = None
+        if high:
+            confirmation = check_confirmation(
+                confirmed=confirmed,
+                quote=quote,
+                scope=SCOPE,
+                bindings=[_binding(spec, before) for spec, before, _ in high],
+                now=now,
+            )
+            for _, _, after in high:
+                after["evidence"] = {"instruction": confirmation.instruction.id, "span": confirmation.span}
+
+        images = {spec.entity: after for spec, _, after in planned}
+        committed = WORLD_MODEL.commit(
+            draft,
+            principal=principal,
+            images=images,
+            evidence=confirmation.as_evidence() if confirmation else None,
+            summary=_summary([(spec.op, spec.entity) for spec, _, _ in planned], principal),
+            fields={
+                "high_stakes": bool(high),
+                "evidence_instruction": confirmation.instruction if confirmation else None,
+            },
+        )
+        if confirmation:
+            record_confirmation_use(confirmation, version=committed.version.number)
+    notice = _notify_write(committed, confirmation) if high else None
+    ops = {spec.entity: spec.op for spec, _, _ in planned}
+    return {
+        "ok": True,
+        "version": committed.version.number,
+        "supersedes": committed.version.supersedes,
+        "changes": [_change_dict(c, op=ops[c.entity]) for c in committed.changes],
+        "unchanged": unchanged,
+        "high_stakes": bool(high),
+        "evidence": (
+            {"instruction": confirmation.instruction.id, "span": confirmation.span} if confirmation else None
+        ),
+        "notification": notice.id if notice else None,
+    }
+
+
+def _summary(ops: Sequence[tuple[str, str]], principal: Principal) -> str:
+    verbs = {"add": "added", "update": "updated", "retire": "retired"}
+    parts = [f"{entity} {verbs.get(op, op)}" for op, entity in ops]
+    text = "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
+    return f"{text} (by {principal.name})"
+
+
+def _value_text(image: Image | None) -> str:
+    if image is None:
+        return "(absent)"
+    text = image["value"]
+    if image.get("confidence") is not None:
+        text += f" (confidence {image['confidence']})"
+    if image["status"] != Belief.Status.ACTIVE:
+        text += f" [{image['status']}]"
+    return text
+
+
+def _change_dict(change: EntityChange, op: str | None = None) -> dict[str, Any]:
+    kind, key = split_entity(change.entity)
+
+    def side(image: Image | None) -> dict[str, Any] | None:
+        if image is None:
+            return None
+        return {"value": image["value"], "confidence": image["confidence"], "status": image["status"]}
+
+    out = {
+        "kind": kind,
+        "key": key,
+        "stakes": stakes_of(kind),
+        "before": side(change.before),
+        "after": side(change.after),
+    }
+    if op:
+        out = {"op": op, **out}
+    return out
+
+
+# --- notices ---------------------------------------------------------------------------------------
+def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
+    lines = []
+    for change in changes:
+        marker = "HIGH-STAKES " if _is_high(change.entity) else ""
+        lines.append(f"- {marker}{change.entity}: {_value_text(change.before)} → {_value_text(change.after)}")
+    return lines
+
+
+def _notify_write(committed: Committed, confirmation: Confirmation | None) -> Notification:
+    version = committed.version
+    body = [f"Version {version.number} (superseding {version.supersedes}), written by {version.actor}:", ""]
+    body += _notice_lines(committed.changes)
+    if confirmation:
+        row = confirmation.instruction
+        body += [
+            "",
+            f"Evidence: instruction #{row.id}, recorded by {row.actor} at "
+            f"{row.created_at:%Y-%m-%d %H:%M} UTC:",
+            f"  “{confirmation.span}”",
+        ]
+    body += ["", "If this is not what you meant, undo it: it is one tap away."]
+    notice, _ = notify(
+        kind="world_model_change",
+        title=f"World model v{version.number}: {version.summary}",
+        body="\n".join(body),
+        topic="world model",
+        safety=True,
+        subject_kind=SCOPE,
+        subject_id=version.number,
+    )
+    return notice
+
+
+def _notify_revert(committed: Committed) -> Notification:
+    version = committed.version
+    what = (
+        f"undid version {version.reverts_id}"
+        if version.operation == "undo"
+        else f"restored the state of version {version.restores_to}"
+    )
+    body = [f"Version {version.number}: {version.actor} {what}.", ""]
+    body += _notice_lines(committed.changes)
+    body += ["", "If this is not what you meant, undo this revert: it is one tap away."]
+    notice, _ = notify(
+        kind="world_model_revert",
+        title=f"World model v{version.number}: {version.summary}",
+        body="\n".join(body),
+        topic="world model",
+        safety=True,
+        subject_kind=SCOPE,
+        subject_id=version.number,
+    )
+    return notice
+
+
+# --- reverting -------------------------------------------------------------------------------------
+def _commit_revert(draft: Draft, plan: Plan, principal: Principal) -> dict[str, Any]:
+    if not plan.changes:
+        raise Refusal(
+            "nothing_to_revert",
+            f"The world model already holds the state of version {plan.restores_to}; nothing was written.",
+            current_version=draft.base,
+        )
+    high = any(_is_high(c.entity) for c in plan.changes)
+    what = f"undo of v{plan.reverts.number}" if plan.reverts else f"restore to v{plan.restores_to}"
+    committed = WORLD_MODEL.commit_plan(
+        draft,
+        plan,
+        principal=principal,
+        summary=f"{what} (by {principal.name})",
+        fields={"high_stakes": high},
+    )
+    notice = _notify_revert(committed) if high else None
+    version = committed.version
+    return {
+        "ok": True,
+        "version": version.number,
+        "supersedes": version.supersedes,
+        "operation": version.operation,
+        "reverted_version": version.reverts_id,
+        "restored_to": version.restores_to,
+        "undid_versions": plan.undoes,
+        "changes": [_change_dict(c) for c in committed.changes],
+        "high_stakes": high,
+        "notification": notice.id if notice else None,
+    }
+
+
+def _refuse_others(plan: Plan, principal: Principal) -> None:
+    """An agent may only undo its own changes; humans may undo anyone's."""
+    if principal.is_human:
+        return
+    others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
+    if others:
+        raise Refusal(
+            "revert_not_own",
+            f"That would undo version(s) {', '.join(map(str, others))}, written by someone else. An agent "
+            "can only undo its own changes; the person can revert anything from the admin. Nothing was "
+            "written.",
+            versions=others,
+        )
+
+
+def undo_version(*, number: int, principal: Principal, expected_version: int | None = None) -> dict[str, Any]:
+    """Undo one version: the beliefs it touched go back to their exact pre-images, whatever was
+    written since on other beliefs. Refuses `revert_conflict` if a later version touched them."""
+    draft = WORLD_MODEL.begin(expected_version)
+    with WORLD_MODEL.stable(draft):
+        plan = WORLD_MODEL.plan_undo(WORLD_MODEL.get(number))
+        _refuse_others(plan, principal)
+        return _commit_revert(draft, plan, principal)
+
+
+def restore_version(
+    *, number: int, principal: Principal, expected_version: int | None = None
+) -> dict[str, Any]:
+    """Bring the whole world model back to its state at version `number` (itself a new version)."""
+    draft = WORLD_MODEL.begin(expected_version)
+    with WORLD_MODEL.stable(draft):
+        plan = WORLD_MODEL.plan_restore(number)
+        _refuse_others(plan, principal)
+        return _commit_revert(draft, plan, principal)
+
+
+def revert_world_model(
+    *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
+) -> dict[str, Any]:
+    """The tool's revert: without `to_version`, undo the caller's own most recent change that has
+    not been reverted; with it, restore the model to that version."""
+    if to_version is not None:
+        return restore_version(number=to_version, principal=principal, expected_version=expected_version)
+    draft = WORLD_MODEL.begin(expected_version)
+    with WORLD_MODEL.stable(draft):
+        target = WORLD_MODEL.last_unreverted(principal)
+        if target is None:
+            raise Refusal(
+                "nothing_to_revert",
+                f"{principal.name} has no world-model change that is not already reverted. This undoes "
+                "only your own changes; the person reverts anything from the admin.",
+                current_version=draft.base,
+            )
+        plan = WORLD_MODEL.plan_undo(target)
+        return _commit_revert(draft, plan, principal)
+
+
+# --- describing (admin pages, the one-tap link) ------------------------------------------------------
+def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
+    """Readable before/after rows: one per changed field of each belief."""
+    rows = []
+    for change in changes:
+        for diff in diff_images(change.before, change.after, DIFF_FIELDS):
+            label = change.entity if diff["field"] == "*" else f"{change.entity} · {diff['field']}"
+            rows.append(
+                {
+                    "what": label,
+                    "before": "" if diff["before"] is None else str(diff["before"]),
+                    "after": "" if diff["after"] is None else str(diff["after"]),
+                    "stakes": stakes_of(split_entity(change.entity)[0]),
+                }
+            )
+    return rows
+
+
+def version_rows(version: WorldModelVersion) -> list[dict[str, Any]]:
+    """What a version did, as readable before/after rows."""
+    return _rows([EntityChange(c.entity, c.before, c.after) for c in WORLD_MODEL.changes_of(version)])
+
+
+def version_change_rows(change: WorldModelChange) -> list[dict[str, Any]]:
+    """What a version did to one belief, as readable before/after rows."""
+    return _rows([EntityChange(change.entity, change.before, change.after)])
+
+
+def describe_undo(number: int) -> dict[str, Any]:
+    """For a confirmation page: what undoing version `number` would change now, or why it cannot."""
+    try:
+        version = WORLD_MODEL.get(number)
+        plan = WORLD_MODEL.plan_undo(version)
+    except Refusal as refusal:
+        return {
+            "title": f"Undo version {number} of the world model",
+            "changes": [],
+            "note": refusal.reason,
+            "error": refusal.reason,
+            "refusal": refusal.as_result(),
+        }
+    return {
+        "title": f"Undo version {number}: {version.summary}",
+        "changes": _rows(plan.changes),
+        "note": (
+            f"The beliefs it touched go back to exactly what they were before version {number}; later "
+            "versions that changed other beliefs keep their changes."
+        ),
+        "current_version": WORLD_MODEL.current_version(),
+    }
+
+
+def describe_restore(number: int) -> dict[str, Any]:
+    """For a confirmation page: what bringing the model back to version `number` would change."""
+    try:
+        plan = WORLD_MODEL.plan_restore(number)
+    except Refusal as refusal:
+        return {"title": f"Revert to version {number}", "changes": [], "error": refusal.reason}
+    current = WORLD_MODEL.current_version()
+    out: dict[str, Any] = {
+        "title": f"Revert the world model to version {number}",
+        "changes": _rows(plan.changes),
+        "undoes": plan.undoes,
+        "current_version": current,
+        "note": (
+            f"Undoes the effect of version(s) {', '.join(map(str, plan.undoes))}."
+            if plan.undoes
+            else f"The model already holds the state of version {number}."
+        ),
+    }
+    if not plan.changes:
+        out["error"] = f"Nothing to revert: the world model already holds the state of version {number}."
+    return out
+
+
+class WorldModelRevertHandler:
+    """The one-tap link behind a world-model notice: undo the version the notice reports."""
+
+    def describe(self, subject_id: int) -> dict[str, Any]:
+        return describe_undo(subject_id)
+
+    def revert(self, subject_id: int, *, by: Principal) -> str:
+        result = undo_version(number=subject_id, principal=by)
+        return f"Undid version {subject_id} of the world model (now at version {result['version']})."
+
+
+# --- reading ----------------------------------------------------------------------------------------
+def belief_dict(image: Image) -> dict[str, Any]:
+    return {
+        "key": image["key"],
+        "value": image["value"],
+        "confidence": image["confidence"],
+        "status": image["status"],
+        "stakes": stakes_of(image["kind"]),
+        "source": {"principal": image["source"]["name"], "kind": image["source"]["kind"]},
+        "version": image["set_in_version"],
+        "evidence": image.get("evidence"),
+    }
+
+
+def pending_notices(limit: int = 20) -> list[dict[str, Any]]:
+    notices = unacknowledged_safety_notices().filter(subject_kind=SCOPE)[:limit]
+    return [
+        {
+            "id": n.id,
+            "kind": n.kind,
+            "title": n.title,
+            "version": n.subject_id,
+            "created": n.created_at,
+            "delivery": n.state,
+        }
+        for n in notices
+    ]
+
+
+def world_model_snapshot(
+    *, as_of_version: int | None = None, include_retired: bool = False, kind: str | None = None
+) -> dict[str, Any]:
+    """The reviewable snapshot: active beliefs grouped by kind with value, confidence, source, the
+    version that set them and their evidence; pending high-stakes notices."""
+    current = WORLD_MODEL.current_version()
+    if kind is not None and kind not in BELIEF_KINDS:
+        raise Refusal("invalid_kind", f"Unknown belief kind {kind!r}; kinds: {', '.join(BELIEF_KINDS)}.")
+    if as_of_version is None:
+        rows = Belief.objects.all()
+        if not include_retired:
+            rows = rows.filter(status=Belief.Status.ACTIVE)
+        if kind:
+            rows = rows.filter(kind=kind)
+        images = [image_of(b) for b in rows.order_by("kind", "key")[: MAX_SNAPSHOT_BELIEFS + 1]]
+    else:
+        if not 0 <= as_of_version <= current:
+            raise Refusal(
+                "version_not_found",
+                f"The world model has no version {as_of_version} (current: {current}).",
+                current_version=current,
+            )
+        images = [
+            image
+            for image in WORLD_MODEL.state_as_of(as_of_version).values()
+            if (include_retired or image["status"] == Belief.Status.ACTIVE)
+            and (not kind or image["kind"] == kind)
+        ][: MAX_SNAPSHOT_BELIEFS + 1]
+    truncated = len(images) > MAX_SNAPSHOT_BELIEFS
+    images = images[:MAX_SNAPSHOT_BELIEFS]
+    grouped: dict[str, list[dict[str, Any]]] = {k: [] for k in BELIEF_KINDS if not kind or k == kind}
+    for image in images:
+        grouped[image["kind"]].append(belief_dict(image))
+    return {
+        "ok": True,
+        "version": current,
+        "as_of_version": as_of_version,
+        "beliefs": grouped,
+        "count": len(images),
+        "truncated": truncated,
+        "high_stakes_kinds": list(HIGH_STAKES_KINDS),
+        "low_stakes_kinds": list(LOW_STAKES_KINDS),
+        "pending_notices": pending_notices(),
+    }

@@ -1,0 +1,193 @@
+"""MCP tools of the beliefs app (seed §4.3, §4.4). Thin: validate, call a service, shape the answer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from beliefs import services
+from operator_site.face.dispatch import ToolCall
+from operator_site.face.registry import ToolArgs, ToolClass, tool
+
+BeliefKind = Literal[
+    "identity", "goal", "behavior_policy", "constraint", "preference", "note", "project", "risk"
+]
+ACTOR_FIELD = Field(
+    None,
+    description="Accepted for compatibility and never trusted: the acting identity is always the "
+    "bearer token's principal.",
+)
+
+
+# --- operator_user_world_model ---------------------------------------------------------------------
+class WorldModelArgs(ToolArgs):
+    as_of_version: int | None = Field(
+        None, ge=0, description="Return the model as it stood at this version (default: now)."
+    )
+    include_retired: bool | None = Field(None, description="Also list retired beliefs (default false).")
+    kind: BeliefKind | None = Field(None, description="Only beliefs of this kind.")
+
+
+@tool(
+    "operator_user_world_model",
+    tool_class=ToolClass.READ,
+    args=WorldModelArgs,
+    title="Read the world model",
+    examples=[{}, {"kind": "identity"}, {"as_of_version": 3, "include_retired": True}],
+)
+def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
+    """The reviewable, evidence-backed model of the person: the current version, active beliefs
+    grouped by kind (identity, goal, behavior_policy, constraint are high-stakes; preference, note,
+    project, risk low-stakes), each with value, confidence, source (which principal, human or
+    agent), the version that set it and its evidence (instruction id and quoted span); and the
+    high-stakes notices the person has not acknowledged yet. `as_of_version` shows the model as it
+    stood then. Read `version` before writing and pass it as `expected_version`."""
+    return services.world_model_snapshot(
+        as_of_version=args.as_of_version, include_retired=bool(args.include_retired), kind=args.kind
+    )
+
+
+# --- operator_update_world_model -------------------------------------------------------------------
+class BeliefChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["add", "update", "retire"] = Field(
+        description="add a new belief, update an active one (value and/or confidence), or retire one."
+    )
+    kind: BeliefKind = Field(description="The belief's kind; high-stakes kinds need confirmation evidence.")
+    key: str = Field(
+        min_length=1,
+        max_length=services.MAX_KEY_CHARS,
+        description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
+    )
+    value: str | None = Field(
+        None, max_length=services.MAX_VALUE_CHARS, description="Required to add; optional to update."
+    )
+    confidence: float | None = Field(None, ge=0, le=1, description="0..1, optional.")
+
+
+class UpdateWorldModelArgs(ToolArgs):
+    changes: list[BeliefChange] = Field(
+        min_length=1, max_length=services.MAX_CHANGES, description="Applied all together or not at all."
+    )
+    confirmedInConversation: bool | None = Field(  # the seed's field name
+        None,
+        description="true only if the person confirmed this in the conversation. Needed, with a "
+        "quote, for high-stakes kinds; the flag alone proves nothing.",
+    )
+    confirmationQuote: str | None = Field(  # the seed's field name
+        None,
+        max_length=2000,
+        description="The person's own words, copied exactly from a human-authored instruction recorded "
+        "in the last 72 hours (operator_record_instruction); at least 12 characters and 3 words, and it "
+        "must mention the key or the new value. One instruction authorises a given key once.",
+    )
+    expected_version: int | None = Field(
+        None,
+        ge=0,
+        description="The version you read. If the model moved on, nothing is written and the answer "
+        "says retry: true with current_version.",
+    )
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_update_world_model",
+    tool_class=ToolClass.GATED,
+    args=UpdateWorldModelArgs,
+    title="Update the world model",
+    examples=[
+        {"changes": [{"op": "add", "kind": "preference", "key": "coffee", "value": "flat white, no sugar"}]},
+        {
+            "changes": [{"op": "update", "kind": "identity", "key": "name", "value": "Iain"}],
+            "confirmedInConversation": True,
+            "confirmationQuote": "please call me Iain from now on",
+            "expected_version": 4,
+        },
+        {"changes": [{"op": "retire", "kind": "note", "key": "parking"}]},
+    ],
+)
+def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, Any]:
+    """Add, update or retire typed beliefs about the person, all in one version or none at all.
+    Low-stakes kinds (preference, note, project, risk) apply freely. High-stakes kinds (identity,
+    goal, behavior_policy, constraint) need confirmedInConversation: true AND a confirmationQuote
+    copied exactly from something the person said (a human-authored instruction recorded in the
+    confirmation window) that mentions the key or the new value; refusals say which rule failed
+    (confirmation_required, confirmation_not_found, confirmation_stale, confirmation_unbound,
+    confirmation_reused) and write nothing. Every high-stakes write notifies the person with a
+    one-tap revert. A version race answers retry: true; re-read and try again."""
+    return services.update_world_model(
+        principal=call.principal,
+        changes=[change.model_dump() for change in args.changes],
+        confirmed=args.confirmedInConversation,
+        quote=args.confirmationQuote,
+        expected_version=args.expected_version,
+    )
+
+
+# --- operator_revert_world_model -------------------------------------------------------------------
+class RevertWorldModelArgs(ToolArgs):
+    to_version: int | None = Field(
+        None,
+        ge=0,
+        description="Restore the whole model to its state at this version. Without it: undo your own "
+        "most recent change that has not been reverted.",
+    )
+    expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_revert_world_model",
+    tool_class=ToolClass.WRITE,
+    args=RevertWorldModelArgs,
+    title="Revert the world model",
+    examples=[{}, {"to_version": 7}],
+)
+def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, Any]:
+    """Undo your own last world-model change that has not been reverted, restoring exactly what it
+    superseded even if other writers changed other beliefs since (refused as revert_conflict if a
+    later version changed the same beliefs). With `to_version`, restore the whole model to that
+    version (an agent may only undo its own changes this way). A revert is itself a new version;
+    reverting a high-stakes change notifies the person."""
+    return services.revert_world_model(
+        principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
+    )
+
+
+# --- operator_record_instruction -------------------------------------------------------------------
+class RecordInstructionArgs(ToolArgs):
+    text: str = Field(min_length=1, max_length=20_000, description="What was said, verbatim.")
+    kind: Literal["instruction", "comment"] = Field(
+        "instruction", description="An instruction (do / remember this) or a comment."
+    )
+    channel: str | None = Field(None, max_length=40, description="Where it was said: chat, voice, email…")
+    refs: list[str | int] | None = Field(
+        None, max_length=20, description="What it refers to: task ids, intent ids, links."
+    )
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_record_instruction",
+    tool_class=ToolClass.WRITE,
+    args=RecordInstructionArgs,
+    title="Record an instruction",
+    examples=[
+        {"text": "Please call me Iain from now on.", "kind": "instruction", "channel": "chat"},
+        {"text": "Good call on the dentist, thanks.", "kind": "comment", "refs": ["task:12"]},
+    ],
+)
+def record_instruction(call: ToolCall, args: RecordInstructionArgs) -> dict[str, Any]:
+    """Capture a human instruction or comment into state, verbatim. It is human-authored only when
+    the bearer token is a human's: those rows are the only evidence a confirmationQuote can come
+    from. An agent may record what it heard, but its rows are never evidence."""
+    row = services.record_instruction(
+        principal=call.principal, text=args.text, kind=args.kind, channel=args.channel, refs=args.refs
+    )
+    answer: dict[str, Any] = {"ok": True, "instruction": services.instruction_dict(row)}
+    answer["evidence_eligible"] = row.human_authored
+    if not row.human_authored:
+        answer["note"] = "Recorded by an agent: kept in the record, never usable as confirmation evidence."
+    return answer

@@ -1,0 +1,409 @@
+"""The withheld power: approval, and the person's other answers to an intent.
+
+Seed §4.2: approval is "a named decision recorded in the source, with a note instructing future
+approval channels to call the library function directly rather than add a tool here." This module
+is that library function. It is called by human channels only — the admin approval queue
+(`intents/admin.py`) and the human API (`intents/api.py`, Django session + CSRF) — and by nothing
+an agent can reach: no MCP tool and no module of the MCP face imports it, and
+`intents/tests/test_architecture.py` fails the build if one ever does.
+
+Every function here:
+
+- requires a person: an active staff login linked to an active human principal (a staff login
+  without one may look at the queue, never decide);
+- acts only on an intent still `pending_approval`, with a conditional update ("only if still
+  pending, only if the payload is still the one the person saw"), so a double click, a second tab
+  or a race with the expiry sweep decides once;
+- records who decided, when and through which channel, on the decision row and in the intent's
+  append-only history;
+- runs in one transaction: a refusal leaves nothing written.
+
+The four affordances offered to the person (seed §4.5): accept → `approve_intent`; edit →
+`edit_and_approve` (the edited payload is re-stamped by the gate, gets a new idempotency key, and is
+what gets approved); respond → `respond_to_intent` (a human-authored reply recorded on the
+decision; the intent stays pending); ignore → `ignore_intent` (the decision is parked; the intent
+stays pending until it expires). `reject_intent` says no.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from types import EllipsisType
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from beliefs.models import Instruction
+from beliefs.services import record_instruction
+from intents import services
+from intents.gate import Verdict
+from intents.models import (
+    OPEN_DECISION_STATUSES,
+    Decision,
+    DecisionStatus,
+    Intent,
+    IntentStatus,
+)
+from operator_site.face.envelope import Refusal
+from operator_site.models import Principal
+
+CHANNELS = frozenset({"admin", "api"})
+AFFORDANCES = ("accept", "edit", "respond", "ignore", "reject")
+MAX_RESPONSE_CHARS = 5000
+
+
+def human_principal_of(user: Any) -> Principal:
+    """The active human principal behind an active staff login; refuses anything else."""
+    if (
+        user is None
+        or not getattr(user, "is_authenticated", False)
+        or not getattr(user, "is_active", False)
+        or not getattr(user, "is_staff", False)
+    ):
+        raise Refusal(
+            "not_human", "Only a person signed in with an active staff login can decide on an intent."
+        )
+    principal = Principal.objects.filter(user_id=user.pk).first()  # read now, not from a cached relation
+    if principal is None or not principal.is_human or not principal.active:
+        raise Refusal(
+            "not_human",
+            "This login is not linked to an active human principal: it may look at the queue, never decide.",
+        )
+    return principal
+
+
+def _channel(via: str) -> str:
+    if via not in CHANNELS:
+        raise ValueError(f"unknown human channel {via!r}")
+    return via
+
+
+def _pending(intent: Intent | int, now: datetime, seen: str | None) -> Intent:
+    intent_id = intent.pk if isinstance(intent, Intent) else intent
+    # Lock order on the intent path: the intent's row, then its decision's (every writer does the
+    # same, so concurrent deciders queue instead of deadlocking). The conditional updates below are
+    # what make the outcome right; the lock only orders the writers.
+    fresh = Intent.objects.select_for_update().filter(id=intent_id).first()
+    if fresh is None:
+        raise Refusal("not_found", f"There is no intent {intent_id}.")
+    if fresh.policy_decision == Verdict.DENY:
+        raise Refusal(
+            "denied_by_gate", f"The gate denied intent {fresh.id}; a denied intent is never approved."
+        )
+    if fresh.status != IntentStatus.PENDING_APPROVAL:
+        raise Refusal(
+            "not_pending",
+            f"Intent {fresh.id} is {fresh.status}, not pending approval: there is nothing to decide.",
+            status=fresh.status,
+        )
+    if fresh.expires_at is not None and fresh.expires_at <= now:
+        raise Refusal("expired", f"Intent {fresh.id} expired undecided; ask the agent to record it again.")
+    if seen is not None and seen != fresh.payload_digest:
+        raise Refusal(
+            "payload_changed",
+            f"Intent {fresh.id} changed after you saw it. Look at what it says now before deciding.",
+        )
+    return fresh
+
+
+def _open_decision(intent: Intent) -> Decision:
+    decision = Decision.objects.filter(intent=intent).first()
+    if decision is None or decision.status not in OPEN_DECISION_STATUSES:
+        raise Refusal("decision_closed", f"The question about intent {intent.id} is already closed.")
+    return decision
+
+
+def _conflict(intent: Intent) -> Refusal:
+    return Refusal(
+        "conflict",
+        f"Intent {intent.id} was decided or changed by someone else a moment ago; nothing was changed.",
+    )
+
+
+def _still_pending(intent: Intent, seen: str, now: datetime) -> Any:
+    """The conditional part of every decision: still pending, same payload, not expired, not denied."""
+    return (
+        Intent.objects.filter(id=intent.id, status=IntentStatus.PENDING_APPROVAL, payload_digest=seen)
+        .exclude(policy_decision=Verdict.DENY)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    )
+
+
+def _approve(
+    intent: Intent, *, principal: Principal, seen: str, via: str, note: str, now: datetime
+) -> Intent:
+    decision = _open_decision(intent)
+    if not Decision.objects.filter(id=decision.id, status__in=OPEN_DECISION_STATUSES).update(
+        status=DecisionStatus.APPROVED,
+        decided_by=principal,
+        decided_at=now,
+        decided_via=via,
+        note=note,
+        updated_at=now,
+    ):
+        raise _conflict(intent)
+    if not _still_pending(intent, seen, now).update(
+        status=IntentStatus.APPROVED,
+        approval_decision=decision,
+        approved_by=principal,
+        approved_at=now,
+        updated_at=now,
+    ):
+        raise _conflict(intent)
+    services.log_event(
+        intent,
+        "approved",
+        by=principal,
+        via=via,
+        from_status=IntentStatus.PENDING_APPROVAL,
+        to_status=IntentStatus.APPROVED,
+        note=note,
+        data={"decision_id": decision.id, "payload_digest": seen},
+        now=now,
+    )
+    intent.refresh_from_db()
+    return intent
+
+
+@transaction.atomic
+def approve_intent(
+    intent: Intent | int, *, by: Any, seen: str, via: str, note: str = "", now: datetime | None = None
+) -> Intent:
+    """Accept: approve a pending intent exactly as the person saw it (`seen` is its `payload_digest`).
+
+    Single-use: the intent leaves `pending_approval`, so a second approval finds nothing to decide.
+    Sets `approval_decision_id` to the decision the person answered.
+    """
+    principal = human_principal_of(by)
+    now = now or timezone.now()
+    fresh = _pending(intent, now, seen)
+    return _approve(fresh, principal=principal, seen=seen, via=_channel(via), note=note.strip(), now=now)
+
+
+@transaction.atomic
+def edit_and_approve(
+    intent: Intent | int,
+    *,
+    by: Any,
+    seen: str,
+    via: str,
+    title: str | None = None,
+    body: str | None = None,
+    amount_cents: int | EllipsisType | None = ...,
+    note: str = "",
+    now: datetime | None = None,
+) -> Intent:
+    """Edit: change the title, body and/or amount, then approve the edited payload.
+
+    The edit is stamped by the gate again (an edit that the gate denies is refused), gets its new
+    idempotency key (refused if an identical intent already exists that day) and payload digest;
+    the approval is of exactly the edited payload. `amount_cents=None` removes the amount; leaving
+    it out (`...`) keeps it.
+    """
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    fresh = _pending(intent, now, seen)
+    edited = copy.copy(fresh)
+    if title is not None:
+        edited.title = " ".join(title.split())
+        if not edited.title:
+            raise Refusal("title_required", "The title cannot be empty.")
+        if len(edited.title) > Intent._meta.get_field("title").max_length:
+            raise Refusal("title_too_long", "The title is longer than 300 characters.")
+    if body is not None:
+        edited.body = body
+    if amount_cents is not ...:
+        if amount_cents is not None and (isinstance(amount_cents, bool) or amount_cents < 0):
+            raise Refusal("invalid_amount", "The amount must be a whole number of cents, zero or more.")
+        edited.amount_cents = amount_cents
+    result = services.stamp(edited)
+    if result.decision == Verdict.DENY:
+        raise Refusal(
+            "denied_by_gate",
+            "The gate denies the edited intent, so it cannot be approved: " + " ".join(result.reasons),
+            policy_reasons=list(result.reasons),
+        )
+    if edited.payload_digest == fresh.payload_digest:
+        return _approve(fresh, principal=principal, seen=seen, via=via, note=note.strip(), now=now)
+    try:
+        with transaction.atomic():
+            changed = _still_pending(fresh, seen, now).update(
+                title=edited.title,
+                body=edited.body,
+                amount_cents=edited.amount_cents,
+                idempotency_key=edited.idempotency_key,
+                payload_digest=edited.payload_digest,
+                policy_decision=edited.policy_decision,
+                policy_reasons=edited.policy_reasons,
+                policy_rules=edited.policy_rules,
+                updated_at=now,
+            )
+    except IntegrityError as exc:
+        twin = Intent.objects.filter(
+            idempotency_key=edited.idempotency_key, local_day=fresh.local_day
+        ).first()
+        raise Refusal(
+            "duplicate_intent",
+            f"An identical intent (#{twin.id if twin else '?'}) already exists that day; decide on that one.",
+            duplicate_of=twin.id if twin else None,
+        ) from exc
+    if not changed:
+        raise _conflict(fresh)
+    before = {"title": fresh.title, "body": fresh.body, "amount_cents": fresh.amount_cents}
+    after = {"title": edited.title, "body": edited.body, "amount_cents": edited.amount_cents}
+    services.log_event(
+        fresh,
+        "edited",
+        by=principal,
+        via=via,
+        from_status=IntentStatus.PENDING_APPROVAL,
+        to_status=IntentStatus.PENDING_APPROVAL,
+        data={"before": before, "after": after, "idempotency_key": edited.idempotency_key},
+        now=now,
+    )
+    Decision.objects.filter(intent=fresh, status__in=OPEN_DECISION_STATUSES).update(
+        title=f"Approve: {edited.title}"[:300], detail=services.describe_intent(edited), updated_at=now
+    )
+    return _approve(
+        edited, principal=principal, seen=edited.payload_digest, via=via, note=note.strip(), now=now
+    )
+
+
+@transaction.atomic
+def respond_to_intent(
+    intent: Intent | int, *, by: Any, text: str, via: str, now: datetime | None = None
+) -> Decision:
+    """Respond: record the person's own words on the question; the intent stays pending.
+
+    The reply is a human-authored instruction (`beliefs.Instruction`, recorded by the person's
+    principal, refs `intent:<id>` and `decision:<id>`): it comes from a person's login, never from a
+    token. The decision keeps the latest reply (`response`, `responded_by`, `responded_at`,
+    `response_instruction_id`) for the agent to read; the history keeps every one.
+    """
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    text = text.strip()
+    if not text:
+        raise Refusal("text_required", "Write the response you want the agent to read.")
+    if len(text) > MAX_RESPONSE_CHARS:
+        raise Refusal("text_too_long", f"A response is at most {MAX_RESPONSE_CHARS} characters.")
+    fresh = _pending(intent, now, None)
+    decision = _open_decision(fresh)
+    instruction = record_instruction(
+        principal=principal,
+        text=text,
+        kind=Instruction.Kind.INSTRUCTION,
+        channel=via,
+        refs=[f"intent:{fresh.id}", f"decision:{decision.id}"],
+        now=now,
+    )
+    if not Decision.objects.filter(id=decision.id, status__in=OPEN_DECISION_STATUSES).update(
+        response=text,
+        responded_by=principal,
+        responded_at=now,
+        response_instruction_id=instruction.id,
+        updated_at=now,
+    ):
+        raise _conflict(fresh)
+    services.log_event(
+        fresh, "responded", by=principal, via=via, note=text, data={"instruction_id": instruction.id}, now=now
+    )
+    decision.refresh_from_db()
+    return decision
+
+
+@transaction.atomic
+def ignore_intent(
+    intent: Intent | int, *, by: Any, via: str, note: str = "", now: datetime | None = None
+) -> Decision:
+    """Ignore: park the question. The intent stays pending (and expires if nobody comes back to it)."""
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    fresh = _pending(intent, now, None)
+    decision = _open_decision(fresh)
+    if not Decision.objects.filter(id=decision.id, status=DecisionStatus.PENDING).update(
+        status=DecisionStatus.PARKED,
+        decided_by=principal,
+        decided_at=now,
+        decided_via=via,
+        note=note.strip(),
+        updated_at=now,
+    ):
+        raise Refusal("already_parked", f"The question about intent {fresh.id} is already parked.")
+    services.log_event(
+        fresh,
+        "decision_parked",
+        by=principal,
+        via=via,
+        from_status=decision.status,
+        to_status=DecisionStatus.PARKED,
+        note=note.strip(),
+        now=now,
+    )
+    decision.refresh_from_db()
+    return decision
+
+
+@transaction.atomic
+def reject_intent(
+    intent: Intent | int, *, by: Any, via: str, note: str = "", now: datetime | None = None
+) -> Intent:
+    """Reject: the person says no. The intent becomes `rejected` (terminal), its decision too."""
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    fresh = _pending(intent, now, None)
+    decision = _open_decision(fresh)
+    if not Decision.objects.filter(id=decision.id, status__in=OPEN_DECISION_STATUSES).update(
+        status=DecisionStatus.REJECTED,
+        decided_by=principal,
+        decided_at=now,
+        decided_via=via,
+        note=note.strip(),
+        updated_at=now,
+    ):
+        raise _conflict(fresh)
+    return services.move_intent(
+        fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now
+    )
+
+
+def decide(
+    intent: Intent | int,
+    affordance: str,
+    *,
+    by: Any,
+    via: str,
+    seen: str | None = None,
+    title: str | None = None,
+    body: str | None = None,
+    amount_cents: int | EllipsisType | None = ...,
+    text: str | None = None,
+    note: str = "",
+) -> Intent:
+    """One entry point for the human channels: the affordance by name. Returns the intent after it."""
+    if affordance in {"accept", "edit"} and not seen:
+        raise Refusal(
+            "seen_required", "Say which version you saw (`seen`, the payload digest shown with the intent)."
+        )
+    if affordance == "accept":
+        return approve_intent(intent, by=by, seen=seen, via=via, note=note)
+    if affordance == "edit":
+        return edit_and_approve(
+            intent, by=by, seen=seen, via=via, title=title, body=body, amount_cents=amount_cents, note=note
+        )
+    if affordance == "respond":
+        decision = respond_to_intent(intent, by=by, text=text or "", via=via)
+        return decision.intent
+    if affordance == "ignore":
+        decision = ignore_intent(intent, by=by, via=via, note=note)
+        return decision.intent
+    if affordance == "reject":
+        return reject_intent(intent, by=by, via=via, note=note)
+    raise Refusal("unknown_affordance", f"Choose one of {', '.join(AFFORDANCES)}, not {affordance!r}.")

@@ -1,0 +1,319 @@
+"""The deterministic action gate (seed §4.5): a pure, table-driven function of an action.
+
+`evaluate(action)` runs every rule of `RULES` in order. Each rule that matches contributes its
+reason sentence; the strictest verdict among the matching rules wins (deny > requires_approval >
+allow). Nothing here reads the clock, the database, the network or a model: the same action
+always gets the same verdict, and the table below is the whole policy.
+
+- Rule 1 is the seed's: spending money, paid subscriptions, purchases and paid vendor commitments
+  (type `spend` or another paying type, or any positive `amount_cents`) require human approval,
+  with the seed's reason sentence verbatim.
+- Sharing credentials or secrets is denied outright; so is any action that would carry
+  secret-looking material (a private key, an API token, `password: ...`) away from the person.
+- Sending to anyone other than the person, publishing, deleting and anything irreversible
+  require approval.
+- Unknown types fail closed: they require approval. Only self-directed, reversible types (a note,
+  a reminder to the person, a draft) with no one else as recipient are allowed.
+- If no rule matched at all (impossible with this table, but the function must stay total), the
+  verdict is requires_approval.
+
+The table is rendered into `docs/gate.md` by `render_markdown()`; a test keeps the two identical.
+Regenerate the document with `python -m intents.gate --write docs/gate.md`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    REQUIRES_APPROVAL = "requires_approval"
+    DENY = "deny"
+
+    @property
+    def strictness(self) -> int:
+        return _STRICTNESS[self]
+
+
+_STRICTNESS = {Verdict.ALLOW: 0, Verdict.REQUIRES_APPROVAL: 1, Verdict.DENY: 2}
+
+# Seed §4.5, rule 1 of the gate, verbatim.
+SPEND_REASON = (
+    "Spending money, paid subscriptions, purchases, and paid vendor commitments require human "
+    "approval before execution."
+)
+FALLBACK_REASON = (
+    "No rule of the gate recognised this action, so it fails closed: it requires human approval."
+)
+
+
+# --- vocabularies (action types are compared after `normalise_type`) --------------------------------
+SPEND_TYPES = frozenset(
+    {
+        "spend",
+        "purchase",
+        "buy",
+        "pay",
+        "payment",
+        "subscribe",
+        "renew",
+        "order",
+        "donate",
+        "hire",
+        "contract",
+    }
+)
+CREDENTIAL_TYPES = frozenset(
+    {
+        "share_credentials",
+        "share_secret",
+        "share_password",
+        "share_token",
+        "share_api_key",
+        "send_credentials",
+        "send_password",
+        "export_credentials",
+    }
+)
+SEND_TYPES = frozenset(
+    {"send", "email", "message", "reply", "forward", "sms", "call", "invite", "rsvp", "introduce"}
+)
+PUBLISH_TYPES = frozenset({"publish", "post", "tweet", "blog", "announce", "comment", "review"})
+IRREVERSIBLE_TYPES = frozenset(
+    {
+        "delete",
+        "remove",
+        "purge",
+        "wipe",
+        "overwrite",
+        "revoke",
+        "unsubscribe",
+        "cancel_subscription",
+        "close_account",
+        "sign",
+        "submit",
+        "deploy",
+        "transfer",
+    }
+)
+SELF_TYPES = frozenset({"note", "reminder", "draft"})
+KNOWN_TYPES = SPEND_TYPES | CREDENTIAL_TYPES | SEND_TYPES | PUBLISH_TYPES | IRREVERSIBLE_TYPES | SELF_TYPES
+
+# Recipients that mean the person themself (compared lower-cased, whitespace collapsed).
+SELF_RECIPIENTS = frozenset({"", "self", "me", "myself", "owner"})
+
+# Secret-looking material: a private key block, well-known token shapes, `password: x` and the like.
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("AWS access key", re.compile(r"\bA(?:KIA|SIA)[0-9A-Z]{16}\b")),
+    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
+    ("API secret key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("operator token", re.compile(r"\bopk_[A-Za-z0-9_-]{20,}")),
+    (
+        "password or key assignment",
+        re.compile(
+            r"(?i)\b(?:password|passwd|passphrase|api[_ -]?key|secret[_ -]?key|access[_ -]?token|"
+            r"client[_ -]?secret)\b\s*[:=]\s*\S{4,}"
+        ),
+    ),
+)
+
+
+def normalise_type(value: str) -> str:
+    """`Share Credentials`, `share-credentials` and ` share_credentials ` are the same type."""
+    return re.sub(r"[\s\-]+", "_", value.strip().lower()).strip("_")
+
+
+def normalise_recipient(value: str | None) -> str:
+    return " ".join((value or "").split()).lower()
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the gate looks at. `type` is compared normalised; `title`/`body` are scanned for secrets."""
+
+    type: str
+    title: str
+    recipient: str | None = None
+    amount_cents: int | None = None
+    body: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return normalise_type(self.type)
+
+    @property
+    def to_someone_else(self) -> bool:
+        return normalise_recipient(self.recipient) not in SELF_RECIPIENTS
+
+    @property
+    def moves_money(self) -> bool:
+        return self.amount_cents is not None and self.amount_cents > 0
+
+    @property
+    def self_directed(self) -> bool:
+        return self.kind in SELF_TYPES and not self.to_someone_else and not self.moves_money
+
+    def secrets_found(self) -> list[str]:
+        text = f"{self.title}\n{self.body or ''}"
+        return [name for name, pattern in SECRET_PATTERNS if pattern.search(text)]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    verdict: Verdict
+    when: str  # the condition in words, for docs/gate.md
+    reason: str  # the sentence the person and the agent read
+    matches: Callable[[Action], bool]
+
+
+def _types(names: frozenset[str]) -> str:
+    return ", ".join(f"`{n}`" for n in sorted(names))
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "spend",
+        Verdict.REQUIRES_APPROVAL,
+        f"type is one of {_types(SPEND_TYPES)}, or `amount_cents` is positive",
+        SPEND_REASON,
+        lambda a: a.kind in SPEND_TYPES or a.moves_money,
+    ),
+    Rule(
+        "credentials",
+        Verdict.DENY,
+        f"type is one of {_types(CREDENTIAL_TYPES)}",
+        "Sharing credentials, passwords, keys or other secrets is never done for an agent: denied.",
+        lambda a: a.kind in CREDENTIAL_TYPES,
+    ),
+    Rule(
+        "secret_material",
+        Verdict.DENY,
+        "the title or body holds secret-looking material (a private key, an API token, "
+        "`password: ...`) and the action is not self-directed",
+        "The action would carry secret-looking material (a key, a token or a password) away from the "
+        "person: denied.",
+        lambda a: not a.self_directed and bool(a.secrets_found()),
+    ),
+    Rule(
+        "other_recipient",
+        Verdict.REQUIRES_APPROVAL,
+        f"a recipient is given and it is not the person ({_types(SELF_RECIPIENTS - {''})})",
+        "Sending to anyone other than the person requires human approval before execution.",
+        lambda a: a.to_someone_else,
+    ),
+    Rule(
+        "send",
+        Verdict.REQUIRES_APPROVAL,
+        f"type is one of {_types(SEND_TYPES)}",
+        "Messages, invitations and calls reach other people and cannot be unsent; they require human "
+        "approval before execution.",
+        lambda a: a.kind in SEND_TYPES,
+    ),
+    Rule(
+        "publish",
+        Verdict.REQUIRES_APPROVAL,
+        f"type is one of {_types(PUBLISH_TYPES)}",
+        "Publishing puts words in public under the person's name; it requires human approval before "
+        "execution.",
+        lambda a: a.kind in PUBLISH_TYPES,
+    ),
+    Rule(
+        "irreversible",
+        Verdict.REQUIRES_APPROVAL,
+        f"type is one of {_types(IRREVERSIBLE_TYPES)}",
+        "Deleting, revoking, signing, submitting and other irreversible actions require human approval "
+        "before execution.",
+        lambda a: a.kind in IRREVERSIBLE_TYPES,
+    ),
+    Rule(
+        "unknown_type",
+        Verdict.REQUIRES_APPROVAL,
+        "type is none of the types above or below",
+        "The gate does not know this type of action, so it fails closed: it requires human approval "
+        "before execution.",
+        lambda a: a.kind not in KNOWN_TYPES,
+    ),
+    Rule(
+        "self_directed",
+        Verdict.ALLOW,
+        f"type is one of {_types(SELF_TYPES)}, no one but the person is the recipient, and no money moves",
+        "A note, a reminder to the person or a draft stays with the person and can be undone; it needs "
+        "no approval.",
+        lambda a: a.self_directed,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    decision: Verdict
+    reasons: tuple[str, ...]
+    rule_ids: tuple[str, ...]
+
+
+def evaluate(action: Action) -> GateResult:
+    """Every matching rule adds its reason; the strictest verdict wins; nothing matching fails closed."""
+    matched = [rule for rule in RULES if rule.matches(action)]
+    if not matched:
+        return GateResult(Verdict.REQUIRES_APPROVAL, (FALLBACK_REASON,), ())
+    decision = max((rule.verdict for rule in matched), key=lambda v: v.strictness)
+    reasons: list[str] = []
+    for rule in matched:
+        if rule.reason not in reasons:
+            reasons.append(rule.reason)
+    return GateResult(decision, tuple(reasons), tuple(rule.id for rule in matched))
+
+
+# --- the rendering in docs/gate.md ----------------------------------------------------------------
+DOC_START = "<!-- gate-table:start (generated by `python -m intents.gate --write docs/gate.md`) -->"
+DOC_END = "<!-- gate-table:end -->"
+
+
+def render_markdown() -> str:
+    """The rule table as Markdown, exactly as it appears between the markers in docs/gate.md."""
+    lines = [
+        "| # | rule | matches when | verdict | reason given |",
+        "|---|---|---|---|---|",
+    ]
+    for number, rule in enumerate(RULES, start=1):
+        cells = [str(number), f"`{rule.id}`", rule.when, f"**{rule.verdict}**", rule.reason]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    lines += [
+        "",
+        "Secret-looking material: " + "; ".join(name for name, _ in SECRET_PATTERNS) + ".",
+        f"If no rule matches, the verdict is **{Verdict.REQUIRES_APPROVAL}**: {FALLBACK_REASON}",
+    ]
+    return "\n".join(lines)
+
+
+def splice_into(document: str) -> str:
+    """The document with the text between the markers replaced by the current table."""
+    head, start, rest = document.partition(DOC_START)
+    _old, end, tail = rest.partition(DOC_END)
+    if not start or not end:
+        raise ValueError("the document has no gate-table markers")
+    return f"{head}{DOC_START}\n{render_markdown()}\n{DOC_END}{tail}"
+
+
+def table_in(document: str) -> str:
+    """The text between the markers of a document (what `render_markdown()` must equal)."""
+    _head, _start, rest = document.partition(DOC_START)
+    table, _end, _tail = rest.partition(DOC_END)
+    return table.strip("\n")
+
+
+if __name__ == "__main__":  # pragma: no cover - a developer's tool
+    if len(sys.argv) == 3 and sys.argv[1] == "--write":
+        path = Path(sys.argv[2])
+        path.write_text(splice_into(path.read_text()))
+    else:
+        print(render_markdown())

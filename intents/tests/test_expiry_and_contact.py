@@ -1,0 +1,153 @@
+"""Expiry of pending approvals (the function the ticks call and `manage.py operator_expire`), and the
+approval request shaped by directives: held by quiet, by a muted topic, off-topic under focus;
+released when the directive lapses or is cleared; safety notices never held."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.core.management import call_command
+from django.utils import timezone
+
+from intents import services
+from intents.models import Decision, Intent, IntentEvent
+from operator_site import notifications
+from operator_site.models import Notification
+
+pytestmark = pytest.mark.django_db
+
+
+# --- expiry --------------------------------------------------------------------------------------
+def test_pending_approvals_expire_after_the_configured_days(agent, record, settings, t0) -> None:
+    settings.OPERATOR_APPROVAL_EXPIRY_DAYS = 3
+    old, _ = record(agent, now=t0, title="old")
+    young, _ = record(agent, now=t0 + timedelta(days=2), title="young")
+    queued, _ = record(agent, now=t0, type="note", title="note", amount_cents=None)
+    assert old.expires_at == t0 + timedelta(days=3)
+    assert services.expire_pending(t0 + timedelta(days=3) - timedelta(seconds=1)) == []
+    assert services.expire_pending(t0 + timedelta(days=3)) == [old.id]
+    assert services.expire_pending(t0 + timedelta(days=3)) == []  # idempotent
+    assert Intent.objects.get(pk=old.pk).status == "expired"
+    assert Intent.objects.get(pk=young.pk).status == "pending_approval"
+    assert Intent.objects.get(pk=queued.pk).status == "queued"  # only approvals expire
+    decision = Decision.objects.get(intent=old)
+    assert (decision.status, decision.decided_via, decision.decided_by_id) == ("expired", "expiry", None)
+    event = IntentEvent.objects.filter(intent=old).last()
+    assert (event.event, event.to_status, event.via, event.by_id) == ("transition", "expired", "expiry", None)
+
+
+def test_the_default_is_seven_days(agent, record, t0) -> None:
+    intent, _ = record(agent, now=t0)
+    assert intent.expires_at == t0 + timedelta(days=7)
+    assert services.intent_dict(intent)["expires_at"] == intent.expires_at
+
+
+def test_a_parked_question_expires_too(agent, owner, record, t0) -> None:
+    from intents import approval
+
+    intent, _ = record(agent, now=t0)
+    approval.ignore_intent(intent, by=owner.principal.user, via="admin", now=t0)
+    assert services.expire_pending(t0 + timedelta(days=7)) == [intent.id]
+    assert Decision.objects.get(intent=intent).status == "expired"
+
+
+def test_the_operator_expire_command(agent, record, t0) -> None:
+    intent, _ = record(agent, now=timezone.now() - timedelta(days=8))
+    out = io.StringIO()
+    call_command("operator_expire", stdout=out)
+    assert json.loads(out.getvalue()) == {"expired": [intent.id]}
+    out = io.StringIO()
+    call_command("operator_expire", stdout=out)
+    assert json.loads(out.getvalue()) == {"expired": []}
+
+
+# --- directives shape the approval request ---------------------------------------------------------------
+def directive(agent: Any, kind: str, topic: str | None = None, minutes: int = 60) -> None:
+    services.set_directive(principal=agent.principal, kind=kind, topic=topic, minutes=minutes, reason=None)
+
+
+def notice_of(intent: Intent) -> Notification:
+    return Notification.objects.get(dedupe_key=f"intent:{intent.id}")
+
+
+def test_without_directives_the_request_is_delivered_at_once(agent, record) -> None:
+    intent, _ = record(agent)
+    assert notice_of(intent).state == "delivered"
+    assert [m.subject for m in mail.outbox] == ["[operator] Approve: Annual plan renewal"]
+
+
+def test_quiet_holds_the_request_and_clearing_releases_it(agent, record) -> None:
+    directive(agent, "quiet")
+    intent, _ = record(agent)
+    notice = notice_of(intent)
+    assert notice.state == "held" and notice.held_reason.startswith("quiet")
+    assert mail.outbox == []
+    services.clear_directives(principal=agent.principal, kind="quiet")
+    report = notifications.deliver_due()
+    assert report.released == [notice.id] and report.delivered == [notice.id]
+    assert len(mail.outbox) == 1
+
+
+def test_a_lapsed_quiet_releases_the_request(agent, record) -> None:
+    directive(agent, "quiet", minutes=5)
+    intent, _ = record(agent)
+    assert notice_of(intent).state == "held"
+    assert notifications.deliver_due().delivered == []  # still quiet
+    report = notifications.deliver_due(now=timezone.now() + timedelta(minutes=6))
+    assert report.delivered == [notice_of(intent).id]
+    assert notice_of(intent).state == "delivered"
+
+
+def test_a_muted_topic_holds_only_requests_about_it(agent, record) -> None:
+    directive(agent, "topic_mute", "billing")
+    muted, _ = record(agent, topic="Billing")
+    in_title, _ = record(agent, title="Pay the billing backlog", topic=None)
+    other, _ = record(agent, title="Book flights", topic="travel")
+    assert (notice_of(muted).state, notice_of(in_title).state, notice_of(other).state) == (
+        "held",
+        "held",
+        "delivered",
+    )
+    services.clear_directives(principal=agent.principal, everything=True)
+    released = notifications.deliver_due().released
+    assert sorted(released) == sorted([notice_of(muted).id, notice_of(in_title).id])
+
+
+def test_focus_holds_off_topic_requests_and_lets_on_topic_ones_through(agent, record) -> None:
+    directive(agent, "focus", "tax return")
+    on_topic, _ = record(agent, title="Pay the accountant", topic="tax return")
+    off_topic, _ = record(agent, title="Annual plan renewal", topic="software")
+    assert notice_of(on_topic).state == "delivered"
+    assert notice_of(off_topic).state == "held" and "focus" in notice_of(off_topic).held_reason
+    report = notifications.deliver_due(now=timezone.now() + timedelta(minutes=61))
+    assert report.released == [notice_of(off_topic).id]
+
+
+def test_safety_notices_pass_while_the_approval_request_is_held(
+    agent, record, django_capture_on_commit_callbacks
+) -> None:
+    directive(agent, "quiet")
+    intent, _ = record(agent)
+    with django_capture_on_commit_callbacks(execute=True):
+        safety, _ = notifications.notify(
+            kind="world_model_change", title="Belief identity/name changed", safety=True
+        )
+    assert notice_of(intent).state == "held"
+    assert Notification.objects.get(pk=safety.pk).state == "delivered"
+    assert [m.subject for m in mail.outbox] == ["[operator: safety] Belief identity/name changed"]
+
+
+def test_a_held_duplicate_is_still_one_notice(agent, record) -> None:
+    directive(agent, "quiet")
+    first, _ = record(agent)
+    again, created = record(agent)
+    assert not created and again.id == first.id
+    assert Notification.objects.count() == 1
+    services.clear_directives(principal=agent.principal, everything=True)
+    notifications.deliver_due()
+    assert len(mail.outbox) == 1

@@ -1,0 +1,25 @@
+"""The reads other apps build on (context packet, state, history): bounded, ordered, no query per row."""
+
+from __future__ import annotations
+
+import pytest
+
+from intents import approval, services
+
+pytestmark = pytest.mark.django_db
+
+
+def test_pending_approvals_and_open_decisions(agent, owner, record, django_assert_max_num_queries) -> None:
+    intents = [record(agent, title=f"plan {i}")[0] for i in range(6)]
+    record(agent, type="note", title="not a question", amount_cents=None)
+    approval.ignore_intent(intents[0], by=owner.principal.user, via="admin")
+    approval.reject_intent(intents[1], by=owner.principal.user, via="admin")
+    with django_assert_max_num_queries(2):
+        rows = [services.intent_dict(i) for i in services.pending_approvals(limit=10)]
+    assert [r["id"] for r in rows] == [i.id for i in intents if i.id != intents[1].id]
+    assert all(r["affordances"] == ["accept", "edit", "respond", "ignore"] for r in rows)
+    assert rows[0]["decision_status"] == "parked"
+    assert len(services.pending_approvals(limit=2)) == 2
+    decisions = services.open_decisions()
+    assert [d.status for d in decisions] == ["pending"] * 4 + ["parked"]
+    assert services.decision_dict(decisions[-1])["decided_by"] == "owner"

@@ -1,0 +1,559 @@
+"""Versioning with exact lineage: one module for every reviewable model (the world model, the goal
+model), so "which version did this write supersede" and "undo restores exactly what it replaced"
+are written once.
+
+Seed §4.4: "Each write records the exact version it superseded, so an undo restores the true
+pre-change state even if a batch worker bumped the version in between — not the naive
+highest-superseded, which an interleaving worker bump poisons."
+
+The shape
+=========
+
+A versioned model is a set of *entities* (strings the domain chooses, e.g. ``"identity/name"``),
+each with a current *image* (a JSON-able dict, or ``None`` when the entity does not exist) kept in
+the domain's own live table. Every write is one *version* row plus one *change* row per entity it
+touched:
+
+- ``VersionRecord`` (abstract; subclass it once per model): ``number`` (the primary key: version
+  12 is row 12), ``supersedes`` (the exact version it extended; UNIQUE, and ``number =
+  supersedes + 1`` is a CHECK constraint, so two writers can never both extend version N and the
+  lineage can never fork), ``principal``/``actor`` (who), ``operation`` (``change``, ``undo``,
+  ``restore``), ``reverts`` (an undo: the version it undid; UNIQUE, a version is undone at most
+  once), ``restores_to`` (a restore: the version whose state it brought back), ``evidence`` (the
+  domain's references, e.g. the instruction and span that authorised it), ``summary``,
+  ``created_at``. Append-only.
+- ``ChangeRecord`` (abstract; subclass it once per model and declare
+  ``version = models.ForeignKey(<your VersionRecord>, on_delete=models.PROTECT,
+  related_name="changes")``): ``entity``, ``before`` (the exact pre-image), ``after`` (the
+  post-image). UNIQUE (entity, version), which is also the index every lineage query uses.
+  Append-only.
+
+The domain provides an ``EntityStore`` — ``snapshot(entity) -> image | None`` and
+``apply(entity, image | None, version)`` (make the live row equal the image; ``None`` removes it) —
+and binds everything in a ``Lineage``::
+
+    WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())
+
+The API (all of it runs inside the caller's transaction; the MCP dispatcher opens one per call)
+===============================================================================================
+
+``lineage.current_version() -> int``
+    The newest version number (0: nothing was ever written).
+``lineage.begin(expected_version=None) -> Draft``
+    Fix the base version of a write. ``expected_version`` that is not the current version raises
+    ``VersionConflict`` (``{ok: false, retry: true, current_version}``). ``draft.number`` is the
+    number the write will get, so post-images may name it.
+``with lineage.stable(draft): ...``
+    Wrap the planning between ``begin`` and ``commit`` (reading the live state, deciding what to
+    write, refusing). Under READ COMMITTED another writer may commit between ``begin`` and a later
+    read, so a refusal computed from that read (``nothing_changed``, "already exists", "not
+    found"...) may be an artefact of the race: if the version moved, the refusal becomes
+    ``VersionConflict`` (retry) instead. A plan built on such a read never lands either: its
+    claim on ``draft.number`` fails.
+``lineage.commit(draft, *, principal, images, operation="change", reverts=None, restores_to=None,
+evidence=None, summary="", fields=None) -> Committed``
+    Claim ``draft.number`` FIRST (insert the version row inside ``version_race_guard``: a writer
+    that lost the race gets ``VersionConflict`` and the dispatcher rolls back everything it
+    wrote), then, for each ``entity -> post-image`` in ``images``, read the exact pre-image, apply
+    the post-image and record both. Entities whose image does not change are skipped; if nothing
+    changes at all it refuses (``nothing_changed``). ``fields`` sets extra columns of a concrete
+    version model.
+``lineage.plan_undo(version) -> Plan``
+    What undoing one version would do: every entity it touched back to its exact pre-image, even
+    when other versions were written since on *other* entities. Refuses ``already_reverted``, or
+    ``revert_conflict`` (with ``versions``: the later versions that touched the same entities —
+    undoing would silently discard them).
+``lineage.plan_restore(number) -> Plan``
+    What bringing the whole model back to its state at version ``number`` would do (every entity
+    changed since, to its image as of ``number``); ``plan.undoes`` lists the versions whose
+    effects it removes. Refuses ``version_not_found``. A plan may be empty.
+``lineage.commit_plan(draft, plan, *, principal, evidence=None, summary="", fields=None)``
+    Commit a plan as a new ``undo``/``restore`` version: a revert is itself a version with lineage.
+``lineage.state_as_of(number, entities=None) -> dict[entity, image]``
+    The model as it stood at a version (absent entities omitted).
+``lineage.later_versions(version) -> list[int]``
+    Versions after ``version`` that touched any entity it touched.
+``lineage.conflicting_versions(version) -> list[int]``
+    The later versions that make undoing ``version`` unsafe: all of ``later_versions`` except a
+    version that was itself undone by an undo that still stands, and that undo (the pair cancels
+    out exactly: the undo restored the pre-image byte for byte). So "undo my last change" twice
+    works, while a later change by anyone else — or a restore — still blocks.
+``lineage.is_reverted(version) -> bool``
+    Undone by an ``undo`` version, or inside the span a later ``restore`` went back over.
+``lineage.last_unreverted(principal) -> VersionRecord | None``
+    The principal's own most recent ``change`` that is not reverted (what "undo my last change"
+    means; undo/restore versions are not candidates, so calling it twice undoes two changes, it
+    does not redo the first).
+``lineage.history(entity) -> QuerySet[ChangeRecord]``
+    Every change of one entity, oldest first.
+``lineage.get(number) -> VersionRecord`` / ``lineage.changes_of(version) -> list[ChangeRecord]``
+    One version (refuses ``version_not_found``) and its change rows.
+``Plan``: ``changes`` (``EntityChange(entity, before=now, after=target)``), ``reverts``,
+``restores_to``, ``undoes`` (version numbers) and ``undone_principals`` (number → principal id, for
+"an agent may only undo its own changes" rules).
+``diff_images(before, after, fields) -> list[dict]``
+    A readable field-by-field diff of two images, for notices and confirmation pages.
+
+A write, in full (the world model's `beliefs.services.update_world_model` is the worked example)::
+
+    draft = LINEAGE.begin(expected_version)            # VersionConflict if the caller is stale
+    with LINEAGE.stable(draft):                        # refusals caused by a race become retries
+        images = {...}                                 # read live state, validate, build post-images
+        committed = LINEAGE.commit(draft, principal=p, images=images, summary="...",
+                                   fields={"high_stakes": True})
+    # and an undo:  plan = LINEAGE.plan_undo(LINEAGE.get(n)); LINEAGE.commit_plan(draft, plan, ...)
+
+Why the database, not a lock: the UNIQUE ``supersedes``/``number`` and the claim-first order make
+a lost race an IntegrityError on the second insert under PostgreSQL's READ COMMITTED (it waits for
+the first writer's commit, then fails) and impossible under SQLite's IMMEDIATE transactions (they
+serialise writers; a stale ``expected_version`` is still caught by ``begin``). Nothing here keeps
+state in process memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from django.db import models
+from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
+from operator_site.models import AppendOnlyModel, Principal
+
+Image = dict[str, Any]
+
+
+class Operation(models.TextChoices):
+    CHANGE = "change", "change"
+    UNDO = "undo", "undo of one version"
+    RESTORE = "restore", "restore to a version"
+
+
+class VersionRecord(AppendOnlyModel):
+    """One version of a versioned model. Subclass once per model (abstract here)."""
+
+    number = models.PositiveBigIntegerField(primary_key=True)
+    supersedes = models.PositiveBigIntegerField(
+        unique=True, help_text="The exact version this write extended (0: the empty model)."
+    )
+    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=64, help_text="The acting principal's name (never a claim).")
+    operation = models.CharField(max_length=8, choices=Operation.choices, default=Operation.CHANGE)
+    reverts = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="reverted_by",
+        help_text="For an undo: the version it undid.",
+    )
+    restores_to = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="For a restore: the version whose state it brought back."
+    )
+    evidence = models.JSONField(null=True, blank=True)
+    summary = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-number"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(number=F("supersedes") + 1), name="%(app_label)s_%(class)s_extends_previous"
+            ),
+            models.CheckConstraint(
+                condition=(Q(operation="undo") & Q(reverts__isnull=False) & Q(restores_to__isnull=True))
+                | (Q(operation="restore") & Q(reverts__isnull=True) & Q(restores_to__isnull=False))
+                | (Q(operation="change") & Q(reverts__isnull=True) & Q(restores_to__isnull=True)),
+                name="%(app_label)s_%(class)s_operation_shape",
+            ),
+            models.CheckConstraint(
+                condition=Q(restores_to__isnull=True) | Q(restores_to__lt=F("supersedes")),
+                name="%(app_label)s_%(class)s_restores_back",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"v{self.number} ({self.operation} by {self.actor})"
+
+
+class ChangeRecord(AppendOnlyModel):
+    """What one version did to one entity: the exact pre-image and post-image. Subclass once per
+    model and declare `version = models.ForeignKey(<VersionRecord subclass>, on_delete=models.PROTECT,
+    related_name="changes")`."""
+
+    entity = models.CharField(max_length=250)
+    before = models.JSONField(null=True, blank=True, help_text="The exact pre-image (null: absent).")
+    after = models.JSONField(null=True, blank=True, help_text="The post-image (null: removed).")
+
+    class Meta:
+        abstract = True
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["entity", "version"], name="%(app_label)s_%(class)s_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entity} @ v{self.version_id}"  # type: ignore[attr-defined]
+
+
+class EntityStore(Protocol):
+    """How a lineage reads and writes the live state of its entities."""
+
+    def snapshot(self, entity: str) -> Image | None:
+        """The entity's current image, or None when it does not exist."""
+
+    def apply(self, entity: str, image: Image | None, version: VersionRecord) -> None:
+        """Make the live state of `entity` equal `image` (None: remove it), written by `version`."""
+
+
+@dataclass
+class Draft:
+    """A write in preparation: the version it extends and the number it will get. `claimed` turns
+    true once `commit` holds the number (from then on this transaction is the only writer)."""
+
+    base: int
+    claimed: bool = False
+
+    @property
+    def number(self) -> int:
+        return self.base + 1
+
+
+@dataclass(frozen=True)
+class EntityChange:
+    entity: str
+    before: Image | None
+    after: Image | None
+
+
+@dataclass
+class Plan:
+    """What an undo or a restore would do, computed against the current state."""
+
+    operation: str
+    changes: list[EntityChange]
+    reverts: VersionRecord | None = None
+    restores_to: int | None = None
+    undoes: list[int] = field(default_factory=list)
+    # Per version in `undoes`: the principal id that wrote it (for "only your own" rules).
+    undone_principals: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def images(self) -> dict[str, Image | None]:
+        return {change.entity: change.after for change in self.changes}
+
+
+@dataclass
+class Committed:
+    version: VersionRecord
+    changes: list[EntityChange]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """One versioned model: its version table, its change table, and its live entities."""
+
+    label: str
+    version_model: type[VersionRecord]
+    change_model: type[ChangeRecord]
+    store: EntityStore
+
+    # --- reading ------------------------------------------------------------------------------
+    def current_version(self) -> int:
+        return self.version_model.objects.aggregate(n=Max("number"))["n"] or 0
+
+    def get(self, number: int) -> VersionRecord:
+        version = self.version_model.objects.filter(number=number).select_related("principal").first()
+        if version is None:
+            raise Refusal(
+                "version_not_found",
+                f"The {self.label} has no version {number} (current: {self.current_version()}).",
+                version=number,
+                current_version=self.current_version(),
+            )
+        return version
+
+    def changes_of(self, version: VersionRecord) -> list[ChangeRecord]:
+        return list(self.change_model.objects.filter(version=version.number).order_by("entity"))
+
+    def history(self, entity: str) -> QuerySet:
+        return (
+            self.change_model.objects.filter(entity=entity).select_related("version").order_by("version_id")
+        )
+
+    def state_as_of(self, number: int, entities: Iterable[str] | None = None) -> dict[str, Image]:
+        """Every entity's image as it stood at version `number` (entities absent then are omitted)."""
+        rows = self.change_model.objects.filter(version__lte=number)
+        if entities is not None:
+            rows = rows.filter(entity__in=list(entities))
+        newest = (
+            self.change_model.objects.filter(entity=OuterRef("entity"), version__lte=number)
+            .order_by("-version_id")
+            .values("version_id")[:1]
+        )
+        rows = rows.filter(version=Subquery(newest)).order_by("entity")
+        return {row.entity: row.after for row in rows if row.after is not None}
+
+    def later_versions(self, version: VersionRecord) -> list[int]:
+        entities = [c.entity for c in self.changes_of(version)]
+        later = (
+            self.change_model.objects.filter(entity__in=entities, version__gt=version.number)
+            .values_list("version", flat=True)
+            .distinct()
+        )
+        return sorted(set(later))
+
+    def conflicting_versions(self, version: VersionRecord) -> list[int]:
+        later = self.later_versions(version)
+        if not later:
+            return []
+        undos = dict(
+            self.version_model.objects.filter(
+                number__in=later, operation=Operation.UNDO, reverted_by__isnull=True
+            ).values_list("reverts", "number")
+        )
+        cancelled = set()
+        for target, undo in undos.items():
+            if target in later:
+                cancelled |= {target, undo}
+        return [n for n in later if n not in cancelled]
+
+    def _restores(self) -> list[tuple[int, int]]:
+        return list(
+            self.version_model.objects.filter(operation=Operation.RESTORE).values_list(
+                "restores_to", "number"
+            )
+        )
+
+    def is_reverted(self, version: VersionRecord, restores: Sequence[tuple[int, int]] | None = None) -> bool:
+        if self.version_model.objects.filter(reverts=version.number).exists():
+            return True
+        spans = self._restores() if restores is None else restores
+        return any(start < version.number < end for start, end in spans)
+
+    def last_unreverted(self, principal: Principal, scan: int = 500) -> VersionRecord | None:
+        """The principal's own most recent `change` version that has not been reverted."""
+        restores = self._restores()
+        own = (
+            self.version_model.objects.filter(
+                principal=principal, operation=Operation.CHANGE, reverted_by__isnull=True
+            )
+            .select_related("principal")
+            .order_by("-number")[:scan]
+        )
+        for version in own:
+            if not any(start < version.number < end for start, end in restores):
+                return version
+        return None
+
+    # --- writing ------------------------------------------------------------------------------
+    def begin(self, expected_version: int | None = None) -> Draft:
+        current = self.current_version()
+        if expected_version is not None and expected_version != current:
+            raise VersionConflict(
+                reason=(
+                    f"The {self.label} is at version {current}, not {expected_version}; nothing was "
+                    "written. Re-read it and retry."
+                ),
+                current_version=current,
+                expected_version=expected_version,
+            )
+        return Draft(base=current)
+
+    @contextmanager
+    def stable(self, draft: Draft) -> Iterator[None]:
+        try:
+            yield
+        except VersionConflict:
+            raise
+        except Refusal as refusal:
+            if draft.claimed:  # decided after the claim: on a state no one else could change
+                raise
+            current = self.current_version()
+            if current != draft.base:
+                raise VersionConflict(
+                    reason=(
+                        f"The {self.label} changed (version {draft.base} → {current}) while this call "
+                        "was being checked; nothing was written. Re-read it and retry."
+                    ),
+                    current_version=current,
+                    refused_with=refusal.code,
+                ) from refusal
+            raise
+
+    def commit(
+        self,
+        draft: Draft,
+        *,
+        principal: Principal,
+        images: Mapping[str, Image | None],
+        operation: str = Operation.CHANGE,
+        reverts: VersionRecord | None = None,
+        restores_to: int | None = None,
+        evidence: Any = None,
+        summary: str = "",
+        fields: Mapping[str, Any] | None = None,
+    ) -> Committed:
+        # Claim the version number first: from here on no other writer can commit a version, so the
+        # pre-images read below are exactly what this version supersedes.
+        try:
+            with version_race_guard(current_version=draft.number):
+                version = self.version_model.objects.create(
+                    number=draft.number,
+                    supersedes=draft.base,
+                    principal=principal,
+                    actor=principal.name,
+                    operation=operation,
+                    reverts=reverts,
+                    restores_to=restores_to,
+                    evidence=evidence,
+                    summary=summary[:500],
+                    **dict(fields or {}),
+                )
+            draft.claimed = True
+        except VersionConflict as conflict:
+            conflict.extra["current_version"] = self.current_version()
+            conflict.extra["based_on"] = draft.base
+            conflict.reason = (
+                f"Another write extended version {draft.base} of the {self.label} first; nothing was "
+                "written. Re-read it and retry."
+            )
+            raise
+        applied: list[EntityChange] = []
+        rows = []
+        for entity, after in images.items():
+            before = self.store.snapshot(entity)
+            if before == after:
+                continue
+            self.store.apply(entity, after, version)
+            applied.append(EntityChange(entity, before, after))
+            rows.append(self.change_model(version=version, entity=entity, before=before, after=after))
+        if not rows:
+            raise Refusal("nothing_changed", f"That would not change the {self.label}; nothing was written.")
+        self.change_model.objects.bulk_create(rows)
+        return Committed(version, applied)
+
+    def plan_undo(self, version: VersionRecord) -> Plan:
+        if version.number > self.current_version():
+            raise Refusal("version_not_found", f"The {self.label} has no version {version.number}.")
+        undone_by = self.version_model.objects.filter(reverts=version.number).values_list("number", flat=True)
+        if undone_by:
+            raise Refusal(
+                "already_reverted",
+                f"Version {version.number} of the {self.label} was already undone by version {undone_by[0]}.",
+                version=version.number,
+                reverted_by=undone_by[0],
+            )
+        later = self.conflicting_versions(version)
+        if later:
+            raise Refusal(
+                "revert_conflict",
+                f"Version {version.number} cannot be undone on its own: version(s) "
+                f"{', '.join(map(str, later))} changed the same entries afterwards, and undoing it would "
+                "discard their changes. Review them first (or go back to a version as a whole).",
+                version=version.number,
+                versions=later,
+            )
+        changes = []
+        for change in self.changes_of(version):
+            now = self.store.snapshot(change.entity)
+            if now != change.after:  # defensive: the live state must be what this version left
+                raise Refusal(
+                    "revert_conflict",
+                    f"{change.entity} no longer holds what version {version.number} wrote.",
+                    version=version.number,
+                    versions=[],
+                )
+            changes.append(EntityChange(change.entity, now, change.before))
+        return Plan(
+            Operation.UNDO,
+            changes,
+            reverts=version,
+            undoes=[version.number],
+            undone_principals={version.number: version.principal_id},
+        )
+
+    def plan_restore(self, number: int) -> Plan:
+        current = self.current_version()
+        if not 0 <= number <= current:
+            raise Refusal(
+                "version_not_found",
+                f"The {self.label} has no version {number} (current: {current}).",
+                version=number,
+                current_version=current,
+            )
+        touched = sorted(
+            set(self.change_model.objects.filter(version__gt=number).values_list("entity", flat=True))
+        )
+        then = self.state_as_of(number, touched)
+        changes = []
+        for entity in touched:
+            now = self.store.snapshot(entity)
+            target = then.get(entity)
+            if now != target:
+                changes.append(EntityChange(entity, now, target))
+        changed = [c.entity for c in changes]
+        undone = dict(
+            self.change_model.objects.filter(version__gt=number, entity__in=changed)
+            .values_list("version", "version__principal")
+            .distinct()
+        )
+        return Plan(
+            Operation.RESTORE,
+            changes,
+            restores_to=number,
+            undoes=sorted(undone),
+            undone_principals=undone,
+        )
+
+    def commit_plan(
+        self,
+        draft: Draft,
+        plan: Plan,
+        *,
+        principal: Principal,
+        evidence: Any = None,
+        summary: str = "",
+        fields: Mapping[str, Any] | None = None,
+    ) -> Committed:
+        return self.commit(
+            draft,
+            principal=principal,
+            images=plan.images,
+            operation=plan.operation,
+            reverts=plan.reverts,
+            restores_to=plan.restores_to,
+            evidence=evidence,
+            summary=summary,
+            fields=fields,
+        )
+
+
+def diff_images(
+    before: Image | None, after: Image | None, fields: Sequence[str], *, absent: str = "(absent)"
+) -> list[dict[str, Any]]:
+    """Field-by-field differences of two images: [{"field", "before", "after"}]. An absent side is
+    shown as `absent` once, not field by field."""
+    if before is None and after is None:
+        return []
+    if before is None or after is None:
+        present = after if before is None else before
+        shown = {f: present.get(f) for f in fields if present.get(f) not in (None, "")}
+        text = ", ".join(f"{k}={v}" for k, v in shown.items())
+        return [
+            {
+                "field": "*",
+                "before": absent if before is None else text,
+                "after": absent if after is None else text,
+            }
+        ]
+    return [
+        {"field": f, "before": before.get(f), "after": after.get(f)}
+        for f in fields
+        if before.get(f) != after.get(f)
+    ]
