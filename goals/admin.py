@@ -1,20 +1,263 @@
-"""The board (tasks by lane and status) and the decision log (read-only, rendered as a log)."""
+"""The human console for the goals app: goals, priorities and projects (read, each with the history
+of every version that changed it), goal-model versions (read-only with a readable diff; "undo this
+change" and "revert to here" as confirmation pages, `operator_site.lineage_admin`), the board
+(tasks by lane and status, with their goal and project; read-only: agents and the person change
+tasks through the tools) and the decision log (read-only)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import Count, Q
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from goals.models import DecisionLogEntry, Task
+from goals import goal_model
+from goals.models import DecisionLogEntry, Goal, GoalModelItem, GoalModelVersion, Priority, Project, Task
 from operator_site.admin import ReadOnlyAdmin
+from operator_site.lineage_admin import LineageVersionAdmin, diff_table
 
 
+# --- the goal model ----------------------------------------------------------------------------------
+class GoalModelItemAdmin(ReadOnlyAdmin):
+    """Shared by goals, priorities and projects: read-only, provenance, evidence and history."""
+
+    kind: goal_model.ItemKind
+
+    @admin.display(description="source")
+    def source(self, obj: GoalModelItem) -> str:
+        return f"{obj.source_name} ({obj.source_kind})"
+
+    @admin.display(description="evidence")
+    def evidence(self, obj: GoalModelItem) -> str:
+        if not obj.evidence_instruction_id:
+            return "—"
+        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
+        return format_html(
+            'instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, obj.evidence_span
+        )
+
+    @admin.display(description="history (every version that changed it)")
+    def history(self, obj: GoalModelItem) -> SafeString:
+        rows = []
+        for change in goal_model.GOAL_MODEL.history(goal_model.entity_of(self.kind, obj.pk)):
+            version = change.version
+            url = reverse("admin:goals_goalmodelversion_change", args=[version.number])
+            for diff in goal_model.version_change_rows(change):
+                rows.append(
+                    (
+                        url,
+                        version.number,
+                        version.operation,
+                        version.actor,
+                        diff["what"],
+                        diff["before"] or "—",
+                        diff["after"] or "—",
+                        version.created_at,
+                    )
+                )
+        if not rows:
+            return format_html("<p>{}</p>", "No recorded changes.")
+        body = format_html_join(
+            "",
+            '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td><del>{}</del></td>'
+            "<td><ins>{}</ins></td><td>{}</td></tr>",
+            rows,
+        )
+        return format_html(
+            "<table><thead><tr><th>version</th><th>operation</th><th>by</th><th>field</th><th>before</th>"
+            "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
+
+
+@admin.register(Goal)
+class GoalAdmin(GoalModelItemAdmin):
+    kind = goal_model.GOAL
+    list_display = (
+        "importance",
+        "title",
+        "status",
+        "project_count",
+        "open_tasks",
+        "source",
+        "set_in_version",
+    )
+    list_display_links = ("title",)
+    list_filter = ("status", "source_kind")
+    search_fields = ("title", "detail")
+    ordering = ("importance", "id")
+    readonly_fields = (
+        "title",
+        "detail",
+        "status",
+        "importance",
+        "source",
+        "set_in_version",
+        "evidence",
+        "last_version",
+        "updated_at",
+        "history",
+    )
+    fields = readonly_fields
+
+    def get_queryset(self, request: Any) -> Any:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_projects=Count("projects", filter=Q(projects__present=True), distinct=True),
+                n_open_tasks=Count("tasks", filter=Q(tasks__status__in=Task.OPEN_STATUSES), distinct=True),
+            )
+        )
+
+    @admin.display(description="projects", ordering="n_projects")
+    def project_count(self, obj: Goal) -> int:
+        return obj.n_projects  # type: ignore[attr-defined]
+
+    @admin.display(description="open tasks", ordering="n_open_tasks")
+    def open_tasks(self, obj: Goal) -> int:
+        return obj.n_open_tasks  # type: ignore[attr-defined]
+
+
+@admin.register(Priority)
+class PriorityAdmin(GoalModelItemAdmin):
+    kind = goal_model.PRIORITY
+    list_display = ("position", "name", "status", "source", "set_in_version")
+    list_display_links = ("name",)
+    list_filter = ("status",)
+    search_fields = ("name", "detail")
+    ordering = ("position", "id")
+    readonly_fields = (
+        "name",
+        "detail",
+        "status",
+        "position",
+        "source",
+        "set_in_version",
+        "evidence",
+        "last_version",
+        "updated_at",
+        "history",
+    )
+    fields = readonly_fields
+
+
+@admin.register(Project)
+class ProjectAdmin(GoalModelItemAdmin):
+    kind = goal_model.PROJECT
+    list_display = ("title", "status", "goal", "source", "set_in_version")
+    list_filter = ("status", "goal")
+    search_fields = ("title", "detail", "goal__title")
+    list_select_related = ("goal",)
+    readonly_fields = (
+        "title",
+        "detail",
+        "status",
+        "goal",
+        "source",
+        "set_in_version",
+        "last_version",
+        "updated_at",
+        "history",
+    )
+    fields = readonly_fields
+
+
+@admin.register(GoalModelVersion)
+class GoalModelVersionAdmin(LineageVersionAdmin):
+    lineage_label = "goal model"
+    revert_permission = "goals.revert_goal_model"
+    what_label = "goal, priority or project · field"
+    list_display = ("number", "operation", "summary", "actor", "high_stakes", "reverted", "created_at")
+    list_filter = ("operation", "high_stakes", "actor")
+    search_fields = ("summary", "actor")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "number",
+        "supersedes",
+        "operation",
+        "summary",
+        "actor",
+        "created_at",
+        "reverts",
+        "restores_to",
+        "high_stakes",
+        "evidence_shown",
+        "diff",
+    )
+    fields = readonly_fields
+
+    @admin.display(description="reverted")
+    def reverted(self, obj: GoalModelVersion) -> str:
+        return "yes" if goal_model.GOAL_MODEL.is_reverted(obj) else ""
+
+    @admin.display(description="evidence")
+    def evidence_shown(self, obj: GoalModelVersion) -> str:
+        if not obj.evidence_instruction_id:
+            return "—"
+        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
+        span = (obj.evidence or {}).get("span", "")
+        return format_html('instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, span)
+
+    @admin.display(description="what changed")
+    def diff(self, obj: GoalModelVersion) -> SafeString:
+        return diff_table(goal_model.version_rows(obj), self.what_label)
+
+    def describe_undo(self, number: int) -> dict[str, Any]:
+        return goal_model.describe_undo(number)
+
+    def describe_restore(self, number: int) -> dict[str, Any]:
+        return goal_model.describe_restore(number)
+
+    def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        return goal_model.undo_version(number=number, principal=principal, expected_version=expected_version)
+
+    def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        return goal_model.restore_version(
+            number=number, principal=principal, expected_version=expected_version
+        )
+
+
+# --- the board and the log ------------------------------------------------------------------------------
 @admin.register(Task)
 class TaskAdmin(ReadOnlyAdmin):
-    list_display = ("title", "lane", "status", "priority", "owner", "blocker", "updated_at", "updated_by")
-    list_filter = ("status", "priority", "lane", "owner")
-    search_fields = ("title", "key", "detail", "blocker")
+    list_display = (
+        "title",
+        "lane",
+        "status",
+        "priority",
+        "goal_link",
+        "project_link",
+        "owner",
+        "blocker",
+        "updated_at",
+        "updated_by",
+    )
+    list_filter = ("status", "priority", "lane", "owner", "goal", "project")
+    search_fields = ("title", "key", "detail", "blocker", "goal__title", "project__title")
     ordering = ("lane", "status", "-updated_at")
-    list_select_related = ("updated_by",)
+    list_select_related = ("updated_by", "goal", "project")
+
+    @admin.display(description="goal", ordering="goal__importance")
+    def goal_link(self, obj: Task) -> str:
+        return _item_link(obj.goal, "goal")
+
+    @admin.display(description="project", ordering="project__title")
+    def project_link(self, obj: Task) -> str:
+        return _item_link(obj.project, "project")
+
+
+def _item_link(item: GoalModelItem | None, model_name: str) -> str:
+    if item is None:
+        return "—"
+    label = getattr(item, "title", "")
+    if not item.present:
+        return format_html("<s>{}</s> (undone)", label)
+    url = reverse(f"admin:goals_{model_name}_change", args=[item.pk])
+    return format_html('<a href="{}">{}</a>', url, label)
 
 
 @admin.register(DecisionLogEntry)

@@ -33,11 +33,18 @@ def _locked(queryset: Any) -> Any:
 
 @transaction.atomic
 def update_task(
-    *, principal: Principal, task_id: int | None = None, key: str | None = None, patch: dict[str, Any]
+    *,
+    principal: Principal,
+    task_id: int | None = None,
+    key: str | None = None,
+    patch: dict[str, Any],
+    goal: int | str | None = None,
+    project: int | str | None = None,
 ) -> TaskPatchResult:
     """Patch a task found by id or key; an unknown key creates it (that is how agents put work on
     the board). Only fields whose value actually changes are written, and `changed` lists them;
-    a patch that changes nothing writes nothing."""
+    a patch that changes nothing writes nothing. `goal` / `project` link the task to an item of
+    the goal model (an id, or a title matching exactly one; "" unlinks; None leaves the link)."""
     if (task_id is None) == (key is None):
         raise Refusal("one_selector_required", "Give exactly one of id or key.")
     unknown = sorted(set(patch) - set(Task.PATCHABLE))
@@ -50,6 +57,7 @@ def update_task(
             f'{nulls[0]} cannot be null; send a value ("" clears a text field).',
             field=nulls[0],
         )
+    links = _links(goal=goal, project=project)
     now = timezone.now()
     created = False
     if task_id is not None:
@@ -59,19 +67,37 @@ def update_task(
     else:
         task = _locked(Task.objects.filter(key=key)).first()
         if task is None:
-            task, created = _create_by_key(principal=principal, key=key, patch=patch, now=now)
+            task, created = _create_by_key(principal=principal, key=key, patch=patch, links=links, now=now)
             if created:
-                return TaskPatchResult(task, [f for f in Task.PATCHABLE if f in patch], True)
+                changed = [f for f in Task.PATCHABLE if f in patch]
+                changed += [f for f in Task.LINKS if links.get(f"{f}_id") is not None]
+                return TaskPatchResult(task, changed, True)
     changed = [f for f in Task.PATCHABLE if f in patch and getattr(task, f) != patch[f]]
+    changed += [f for f in Task.LINKS if f"{f}_id" in links and getattr(task, f"{f}_id") != links[f"{f}_id"]]
     if not changed:
         return TaskPatchResult(task, [], False)
-    for field in changed:
-        setattr(task, field, patch[field])
+    for name in changed:
+        if name in Task.LINKS:
+            setattr(task, f"{name}_id", links[f"{name}_id"])
+        else:
+            setattr(task, name, patch[name])
     _check(task)
     task.updated_by = principal
     task.updated_at = now
     task.save(update_fields=[*changed, "updated_by", "updated_at"])
     return TaskPatchResult(task, changed, False)
+
+
+def _links(*, goal: int | str | None, project: int | str | None) -> dict[str, int | None]:
+    """The link columns a call sets: {"goal_id": id | None (unlink)}; absent when not given."""
+    from goals.goal_model import resolve_link
+
+    out: dict[str, int | None] = {}
+    for name, target in (("goal", goal), ("project", project)):
+        if target is None:
+            continue
+        out[f"{name}_id"] = None if target == "" else resolve_link(name, target).pk
+    return out
 
 
 def _check(task: Task) -> None:
@@ -84,13 +110,15 @@ def _check(task: Task) -> None:
 
 
 def _create_by_key(
-    *, principal: Principal, key: str, patch: dict[str, Any], now: datetime
+    *, principal: Principal, key: str, patch: dict[str, Any], links: dict[str, int | None], now: datetime
 ) -> tuple[Task, bool]:
     if not str(patch.get("title", "")).strip():
         raise Refusal(
             "title_required", f"There is no task {key!r} yet; a new task needs a title.", field="title"
         )
-    task = Task(key=key, created_by=principal, updated_by=principal, created_at=now, updated_at=now, **patch)
+    task = Task(
+        key=key, created_by=principal, updated_by=principal, created_at=now, updated_at=now, **patch, **links
+    )
     _check(task)
     try:
         with transaction.atomic():
@@ -112,9 +140,18 @@ def task_dict(task: Task) -> dict[str, Any]:
         "blocker": task.blocker or None,
         "detail": task.detail or None,
         "lane": task.lane or None,
+        "goal": _linked(task.goal) if task.goal_id else None,
+        "project": _linked(task.project) if task.project_id else None,
         "updated": task.updated_at,
         "updated_by": task.updated_by.name if task.updated_by_id else None,
     }
+
+
+def _linked(item: Any) -> dict[str, Any]:
+    """A task's goal or project, briefly. A link to an item whose addition was undone shows as
+    status "absent" (the link comes back to life if that undo is undone)."""
+    label = getattr(item, "title", None) or getattr(item, "name", "")
+    return {"id": item.pk, "title": label, "status": item.status if item.present else "absent"}
 
 
 # --- the decision log ------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
-"""MCP tools of the goals app: the board and the decision log. Thin: validate, call a service."""
+"""MCP tools of the goals app: the goal model (gated), the board and the decision log. Thin:
+validate, call a service."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from goals import services
+from goals import goal_model, services
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -35,7 +36,18 @@ class UpdateTaskArgs(ToolArgs):
         pattern=r"^[a-z0-9][a-z0-9_-]{0,119}$",
         description="A stable slug; an unknown key creates the task (give it a title).",
     )
-    patch: TaskPatch = Field(description="Only the fields to change; unknown fields are refused.")
+    patch: TaskPatch = Field(
+        default_factory=TaskPatch, description="Only the fields to change; unknown fields are refused."
+    )
+    goal: StrictInt | str | None = Field(
+        None,
+        description='Link the task to a goal: its id, or a title matching exactly one goal; "" unlinks.',
+    )
+    project: StrictInt | str | None = Field(
+        None,
+        description='Link the task to a project: its id, or a title matching exactly one project; "" '
+        "unlinks.",
+    )
     actor: Any = ACTOR_FIELD
 
 
@@ -48,6 +60,11 @@ class UpdateTaskArgs(ToolArgs):
         {"key": "renew-passport", "patch": {"title": "Renew passport", "lane": "admin", "priority": "high"}},
         {"key": "renew-passport", "patch": {"status": "blocked", "blocker": "waiting for photos"}},
         {"id": 1, "patch": {"status": "done"}},
+        {
+            "key": "long-run",
+            "patch": {"title": "Sunday long run", "lane": "health"},
+            "goal": "Run a marathon",
+        },
     ],
 )
 def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
@@ -55,9 +72,17 @@ def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
     high, urgent), owner, blocker, detail, lane or title. Find it by `id`, or by a stable `key` — an
     unknown key creates the task, which is how to put work on the board. Returns the task and
     `changed`: the fields whose value actually changed (empty, and nothing written, when the patch
-    changes nothing). A blocked task needs a blocker."""
+    changes nothing). A blocked task needs a blocker. `goal` / `project` link it to a goal or project of
+    the goal model (by id, or a title matching exactly one; "" unlinks); `changed` then names them."""
     patch = args.patch.model_dump(exclude_unset=True)
-    result = services.update_task(principal=call.principal, task_id=args.id, key=args.key, patch=patch)
+    result = services.update_task(
+        principal=call.principal,
+        task_id=args.id,
+        key=args.key,
+        patch=patch,
+        goal=args.goal,
+        project=args.project,
+    )
     return {
         "ok": True,
         "task": services.task_dict(result.task),
@@ -104,3 +129,207 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
         context=args.context or "",
     )
     return {"ok": True, "entry": services.entry_dict(entry)}
+
+
+# --- the goal model --------------------------------------------------------------------------------------
+CONFIRMED_FIELD = Field(  # the seed's field name
+    None,
+    description="true only if the person confirmed this in the conversation. Needed, with a quote, for "
+    "any change to goals or priorities; the flag alone proves nothing.",
+)
+QUOTE_FIELD = Field(  # the seed's field name
+    None,
+    max_length=2000,
+    description="The person's own words, copied exactly from a human-authored instruction recorded in the "
+    "last 72 hours (operator_record_instruction); at least 12 characters and 3 words, and it must mention "
+    "each goal or priority it authorises (its title, or the new title). One instruction authorises a "
+    "change of a given goal once.",
+)
+EXPECTED_FIELD = Field(
+    None,
+    ge=0,
+    description="The goal-model version you read. If the model moved on, nothing is written and the answer "
+    "says retry: true with current_version.",
+)
+
+
+class ApplyGoalChangeArgs(ToolArgs):
+    action: Literal["pause", "resume", "add", "remove", "mark_under_review", "rerank"] = Field(
+        description="pause (active/under review → paused), resume (paused/under review → active), add, "
+        "remove, mark_under_review (active/paused → under review), rerank (move to `importance`)."
+    )
+    goal: StrictInt | str | None = Field(
+        None,
+        description="The goal: its id, or a title matching exactly one goal (case-insensitive). Not for add.",
+    )
+    title: str | None = Field(None, min_length=1, max_length=300, description="add: the new goal's title.")
+    detail: str | None = Field(None, max_length=4000, description="add: what the goal means, optional.")
+    importance: int | None = Field(
+        None,
+        ge=1,
+        description="1-based rank by importance (1 = most important): required for rerank; for add, "
+        "optional (default: last).",
+    )
+    confirmedInConversation: bool | None = CONFIRMED_FIELD
+    confirmationQuote: str | None = QUOTE_FIELD
+    expected_version: int | None = EXPECTED_FIELD
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_apply_goal_change",
+    tool_class=ToolClass.GATED,
+    args=ApplyGoalChangeArgs,
+    title="Change a goal",
+    examples=[
+        {
+            "action": "add",
+            "title": "Run a marathon",
+            "detail": "Autumn 2027, under four hours",
+            "importance": 1,
+            "confirmedInConversation": True,
+            "confirmationQuote": "I really want to run a marathon next autumn",
+        },
+        {
+            "action": "pause",
+            "goal": "Learn Italian",
+            "confirmedInConversation": True,
+            "confirmationQuote": "let's put Italian on hold until summer",
+            "expected_version": 6,
+        },
+        {
+            "action": "rerank",
+            "goal": 3,
+            "importance": 1,
+            "confirmedInConversation": True,
+            "confirmationQuote": "the marathon matters most to me now",
+        },
+    ],
+)
+def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, Any]:
+    """Pause, resume, add, remove, mark under review, or re-rank one of the person's goals. Goals are
+    high-stakes: every change needs confirmedInConversation: true AND a confirmationQuote copied
+    exactly from something the person said (a human-authored instruction recorded recently) that
+    mentions the goal; refusals say which rule failed and write nothing. Name the goal by id, or by a
+    title that matches exactly one goal (ambiguous or missing titles are refused with the
+    candidates). Invalid transitions (resume an active goal, pause a removed one) are refused with
+    the current status. Ranks stay dense and unique (1 = most important). Every change notifies the
+    person with a one-tap revert. A version race answers retry: true; re-read and try again."""
+    return goal_model.apply_goal_change(
+        principal=call.principal,
+        action=args.action,
+        goal=args.goal,
+        title=args.title,
+        detail=args.detail,
+        importance=args.importance,
+        confirmed=args.confirmedInConversation,
+        quote=args.confirmationQuote,
+        expected_version=args.expected_version,
+    )
+
+
+class GoalModelChangeItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entity: Literal["goal", "priority", "project"] = Field(description="What the change is about.")
+    op: Literal["add", "update", "pause", "resume", "mark_under_review", "remove", "rerank", "move"] = Field(
+        description="goal: add, update, pause, resume, mark_under_review, remove, rerank. priority: add, "
+        "update, move, remove. project: add, update, remove."
+    )
+    target: StrictInt | str | None = Field(
+        None,
+        description="Not for add: the item's id, or its exact title (a priority's name) matching exactly "
+        "one item.",
+    )
+    fields: dict[str, Any] = Field(
+        default_factory=dict,
+        description="goal: title, detail (add/update), importance (add/rerank). priority: name, detail "
+        "(add/update), position (add/move). project: title, detail, status (active|paused|done), goal "
+        "(id or title; null unlinks) for add/update.",
+    )
+
+
+class ReconcileGoalModelArgs(ToolArgs):
+    changes: list[GoalModelChangeItem] = Field(
+        min_length=1,
+        max_length=goal_model.MAX_CHANGES,
+        description="Applied in order, all together or not at all.",
+    )
+    confirmedInConversation: bool | None = CONFIRMED_FIELD
+    confirmationQuote: str | None = QUOTE_FIELD
+    expected_version: int | None = EXPECTED_FIELD
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_reconcile_goal_model",
+    tool_class=ToolClass.GATED,
+    args=ReconcileGoalModelArgs,
+    title="Reconcile the goal model",
+    examples=[
+        {
+            "changes": [
+                {
+                    "entity": "project",
+                    "op": "add",
+                    "fields": {"title": "Couch to 10k", "goal": "Run a marathon"},
+                },
+                {"entity": "project", "op": "update", "target": "Garden shed", "fields": {"status": "done"}},
+            ]
+        },
+        {
+            "changes": [
+                {"entity": "goal", "op": "add", "fields": {"title": "Write a novel", "importance": 2}},
+                {"entity": "priority", "op": "add", "fields": {"name": "Health first", "position": 1}},
+                {"entity": "goal", "op": "remove", "target": "Learn Italian"},
+            ],
+            "confirmedInConversation": True,
+            "confirmationQuote": "health first: write a novel, and drop Italian",
+            "expected_version": 9,
+        },
+    ],
+)
+def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[str, Any]:
+    """Apply several changes across goals, priorities and projects atomically: all of them in one new
+    version, or nothing. Fails closed: if any target (or a project's goal link) is missing or matches
+    more than one item, nothing is written — no version at all — and the answer lists, per change,
+    how it resolved and the candidates. Changes to goals or priorities are high-stakes and need
+    confirmedInConversation plus a confirmationQuote mentioning each of them; projects apply freely.
+    A reconciliation that changes nothing writes no version. Every change notifies the person with
+    a one-tap revert. A version race answers retry: true."""
+    return goal_model.reconcile_goal_model(
+        principal=call.principal,
+        changes=[change.model_dump() for change in args.changes],
+        confirmed=args.confirmedInConversation,
+        quote=args.confirmationQuote,
+        expected_version=args.expected_version,
+    )
+
+
+class RevertGoalModelArgs(ToolArgs):
+    to_version: int | None = Field(
+        None,
+        ge=0,
+        description="Restore the whole goal model to its state at this version. Without it: undo your own "
+        "most recent change that has not been reverted.",
+    )
+    expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
+    actor: Any = ACTOR_FIELD
+
+
+@tool(
+    "operator_revert_goal_model",
+    tool_class=ToolClass.WRITE,
+    args=RevertGoalModelArgs,
+    title="Revert the goal model",
+    examples=[{}, {"to_version": 4}],
+)
+def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, Any]:
+    """Undo your own last goal-model change that has not been reverted, restoring exactly what it
+    superseded even if other writers changed other goals since (refused as revert_conflict if a
+    later version changed the same goals, ranking or projects). With `to_version`, restore the whole
+    goal model to that version (an agent may only undo its own changes this way). A revert is itself
+    a new version and notifies the person."""
+    return goal_model.revert_goal_model(
+        principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
+    )

@@ -1,0 +1,190 @@
+"""The human console for any versioned model (`operator_site.lineage`): a read-only version admin
+with a readable diff and two confirmation pages, "undo this change" and "revert to here".
+
+GET shows what the revert would do and changes nothing; POST acts — conditionally on the version
+the page showed (`expected_version`), so a double click or a stale page is refused and shown the
+current diff — and records which human did it. A staff login not linked to a human principal (or
+without the model's revert permission) can look but not act.
+
+The same approach as the world model's console (`beliefs.admin`), written once for reuse: a model
+subclasses `LineageVersionAdmin`, names its label and permission, and provides four hooks (describe
+and perform, for undo and restore). The goal model uses it (`goals.admin`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from operator_site.admin import ReadOnlyAdmin
+from operator_site.face.envelope import Refusal
+from operator_site.views import human_principal
+
+
+def diff_table(rows: list[dict[str, Any]], what_label: str = "what · field") -> SafeString:
+    """Readable before/after rows ({"what", "before", "after"}) as an escaped HTML table."""
+    if not rows:
+        return format_html("<p>{}</p>", "No changes.")
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td><del>{}</del></td><td><ins>{}</ins></td></tr>",
+        ((r["what"], r["before"] or "—", r["after"] or "—") for r in rows),
+    )
+    return format_html(
+        "<table><thead><tr><th>{}</th><th>before</th><th>after</th></tr></thead><tbody>{}</tbody></table>",
+        what_label,
+        body,
+    )
+
+
+class LineageVersionAdmin(ReadOnlyAdmin):
+    """Versions of one lineage: read-only, with undo / revert-to-here confirmation pages."""
+
+    change_form_template = "operator/lineage_version_form.html"
+    confirm_template = "operator/lineage_confirm_revert.html"
+    lineage_label = "model"  # e.g. "goal model"
+    revert_permission = ""  # e.g. "goals.revert_goal_model"
+    what_label = "what · field"
+    actions = ("undo_selected", "revert_to_selected")
+
+    # --- hooks --------------------------------------------------------------------------------------
+    def describe_undo(self, number: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe_restore(self, number: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # --- urls and views -----------------------------------------------------------------------------
+    def _url_name(self, action: str) -> str:
+        opts = self.model._meta
+        return f"{opts.app_label}_{opts.model_name}_{action}"
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:number>/undo/", wrap(self.undo_view), name=self._url_name("undo")),
+            path("<int:number>/restore/", wrap(self.restore_view), name=self._url_name("restore")),
+            *super().get_urls(),
+        ]
+
+    def undo_view(self, request: HttpRequest, number: int) -> HttpResponse:
+        return self._confirm(
+            request, number, describe=self.describe_undo, act=self.perform_undo, button="Undo this change"
+        )
+
+    def restore_view(self, request: HttpRequest, number: int) -> HttpResponse:
+        return self._confirm(
+            request,
+            number,
+            describe=self.describe_restore,
+            act=self.perform_restore,
+            button=f"Revert the {self.lineage_label} to version {number}",
+        )
+
+    def _confirm(
+        self,
+        request: HttpRequest,
+        number: int,
+        *,
+        describe: Callable[[int], dict[str, Any]],
+        act: Callable[..., dict[str, Any]],
+        button: str,
+    ) -> HttpResponse:
+        if request.method not in ("GET", "POST"):
+            return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+        if number != 0:
+            get_object_or_404(self.model, pk=number)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        principal = human_principal(request)
+        may_act = principal is not None and request.user.has_perm(self.revert_permission)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Confirm a {self.lineage_label} revert",
+            "number": number,
+            "button": button,
+            "may_act": may_act,
+            "what_label": self.what_label,
+        }
+        status = 200
+        if request.method == "POST":
+            status = self._act(request, number, act, principal, may_act, context)
+            if status == 302:
+                return HttpResponseRedirect(context["redirect"])
+        context["description"] = describe(number)
+        return render(request, self.confirm_template, context, status=status)
+
+    def _act(
+        self,
+        request: HttpRequest,
+        number: int,
+        act: Callable[..., dict[str, Any]],
+        principal: Any,
+        may_act: bool,
+        context: dict[str, Any],
+    ) -> int:
+        if not may_act:
+            context["error"] = (
+                "Only a person on the human allowlist can revert (this login is not linked to one, or lacks "
+                "the revert permission). Nothing was changed."
+            )
+            return 403
+        try:
+            expected = int(request.POST.get("expected_version", ""))
+        except ValueError:
+            context["error"] = "This form is incomplete; reload the page and confirm again."
+            return 400
+        try:
+            with transaction.atomic():
+                result = act(number=number, principal=principal, expected_version=expected)
+        except Refusal as refusal:
+            context["error"] = refusal.reason
+            if refusal.extra.get("retry"):
+                context["error"] = (
+                    f"The {self.lineage_label} changed since this page was shown; nothing was changed. "
+                    "Review the diff below (it is current) and confirm again."
+                )
+            return 409
+        messages.success(
+            request,
+            f"Done: version {result['version']} ({result['operation']}) recorded, by {principal.name}.",
+        )
+        context["redirect"] = reverse(f"admin:{self._url_name('change')}", args=[result["version"]])
+        return 302
+
+    # --- list actions leading to the pages ------------------------------------------------------------
+    def _one(self, request: HttpRequest, queryset: QuerySet) -> Any:
+        if queryset.count() != 1:
+            messages.error(request, "Select exactly one version.")
+            return None
+        return queryset.first()
+
+    @admin.action(description="Undo the selected change…", permissions=["view"])
+    def undo_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
+        version = self._one(request, queryset)
+        if version is None:
+            return None
+        return HttpResponseRedirect(reverse(f"admin:{self._url_name('undo')}", args=[version.pk]))
+
+    @admin.action(description="Revert to the selected version…", permissions=["view"])
+    def revert_to_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
+        version = self._one(request, queryset)
+        if version is None:
+            return None
+        return HttpResponseRedirect(reverse(f"admin:{self._url_name('restore')}", args=[version.pk]))
