@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from operator_site.dashboard import review_summary
+
+register = template.Library()
+
+
+@register.simple_tag
+def operator_review() -> dict[str, Any]:
+    return review_summary()

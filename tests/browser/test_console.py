@@ -1,0 +1,194 @@
+"""The human console in a real browser: Debian's Chromium, headless, driven by Playwright (pointed at
+/usr/bin/chromium; no browser download), against a live uvicorn server.
+
+A staff human logs in, approves one intent (accept), edits and approves another, responds to a
+third, parks a fourth, then opens a notice's one-tap revert link and reverts; each outcome is
+checked in the database. Screenshots of the dashboard, the approval page and a diff page are saved
+under docs/screenshots/ (shown in the README).
+
+Without Chromium or Playwright these tests are skipped with that reason, except under
+OPERATOR_REQUIRE_BROWSER=1 (CI, which installs Chromium), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from tests.fixtures import start_uvicorn, stop_uvicorn
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+pytestmark = [pytest.mark.socket, pytest.mark.django_db(transaction=True)]
+
+
+def _db(fn: Any) -> Any:
+    """ORM work from the test while Playwright's sync API keeps an event loop in this thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run() -> Any:
+        try:
+            return fn()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("OPERATOR_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"a browser is required (OPERATOR_REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(f"browser unavailable: {reason}")
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        _unavailable("Debian's chromium is not installed (apt-get install chromium chromium-driver)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed")
+    with sync_playwright() as p:
+        # launch() gives each run a fresh, throw-away profile (a new user-data-dir).
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+@pytest.fixture
+def console(owner: Any, make_principal: Any) -> Iterator[dict[str, Any]]:
+    """A live server whose notices link back to it, an owner to log in as, and an agent's work to review."""
+    from beliefs import services as beliefs
+    from intents import services as intents
+
+    agent = make_principal("scout", kind="agent")
+    with transaction.atomic():
+        made = {}
+        for name, action in {
+            "accept": intents.ActionInput(type="spend", title="Annual plan renewal", amount_cents=4900,
+                                          recipient="Acme Tools"),
+            "edit": intents.ActionInput(type="send_email", title="Reply to the landlord", recipient="landlord@example.com",
+                                        body="Yes, Tuesday works."),
+            "respond": intents.ActionInput(type="publish", title="Post the trip photos", body="Album: Lisbon"),
+            "ignore": intents.ActionInput(type="spend", title="Upgrade cloud storage", amount_cents=999),
+        }.items():
+            made[name], _ = intents.record_intent(principal=agent.principal, action=action)
+        beliefs.record_instruction(principal=owner.principal,
+                                   text="Please remember my name is Ian Example and that I go by Ian.")
+        changed = beliefs.update_world_model(
+            principal=agent.principal,
+            changes=[{"op": "add", "kind": "identity", "key": "name", "value": "Ian Example"}],
+            confirmed=True,
+            quote="my name is Ian Example",
+        )
+    server = start_uvicorn()
+    try:
+        yield {"url": server.url, "intents": made, "world_model": changed, "owner": owner}
+    finally:
+        stop_uvicorn(server)
+
+
+def _login(page: Any, url: str) -> None:
+    page.goto(f"{url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "owner")
+    page.fill("#id_password", "pw-owner-123")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#operator-review")
+
+
+def _decide(page: Any, url: str, intent_id: int, button: str, fill: dict[str, str] | None = None) -> None:
+    page.goto(f"{url}/admin/intents/intent/{intent_id}/decide/")
+    form = page.locator("form", has=page.locator(f"input[type=submit][value={button}]"))
+    for selector, value in (fill or {}).items():
+        form.locator(selector).fill(value)
+    form.locator(f"input[type=submit][value={button}]").click()
+    page.wait_for_load_state("load")
+
+
+def test_a_person_reviews_approves_and_reverts_in_the_browser(console: dict[str, Any], browser_page: Any) -> None:
+    from beliefs.models import Belief
+    from intents.models import Decision, Intent
+    from operator_site.models import Notification
+    from operator_site.notifications import revert_url
+
+    page, url, made = browser_page, console["url"], console["intents"]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    _login(page, url)
+    review = page.locator("#operator-review")
+    assert re.search(r"Intents awaiting your approval\s*4", review.inner_text())
+    assert "Annual plan renewal" in review.inner_text()
+    assert re.search(r"High-stakes notices not yet acknowledged\s*1", review.inner_text())
+    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
+
+    page.goto(f"{url}/admin/intents/intent/{made['accept'].pk}/decide/")
+    shown = page.inner_text("#content-main")
+    assert "$49.00" in shown or "49.00" in shown  # the amount as money
+    assert "Spending money, paid subscriptions, purchases, and paid vendor commitments" in shown
+    for button in ("Accept", "Edit", "Respond", "Ignore"):
+        assert page.locator(f"input[type=submit][value={button}]").count() == 1
+    page.screenshot(path=str(SCREENSHOTS / "approval.png"), full_page=True)
+
+    _decide(page, url, made["accept"].pk, "Accept")
+    _decide(page, url, made["edit"].pk, "Edit", {"#id_body": "Yes, Tuesday at 10 works."})
+    _decide(page, url, made["respond"].pk, "Respond", {"#id_text": "Only the beach ones, please."})
+    _decide(page, url, made["ignore"].pk, "Ignore")
+
+    def outcomes() -> dict[str, Any]:
+        rows = {name: Intent.objects.get(pk=intent.pk) for name, intent in made.items()}
+        decisions = {name: Decision.objects.select_related("decided_by").get(intent=row)
+                     for name, row in rows.items()}
+        return {"rows": rows, "decisions": decisions}
+
+    seen = _db(outcomes)
+    rows, decisions = seen["rows"], seen["decisions"]
+    assert rows["accept"].status == "approved" and rows["accept"].approval_decision_id is not None
+    assert rows["edit"].status == "approved" and rows["edit"].body == "Yes, Tuesday at 10 works."
+    assert rows["edit"].idempotency_key != made["edit"].idempotency_key  # the edited payload's own key
+    assert rows["respond"].status == "pending_approval"
+    assert decisions["respond"].response == "Only the beach ones, please."
+    assert rows["ignore"].status == "pending_approval"
+    assert decisions["ignore"].status == "parked"
+    assert {decisions[n].decided_by.name for n in ("accept", "edit")} == {"owner"}
+
+    notice = _db(lambda: Notification.objects.get(safety=True, subject_kind="world_model"))
+    from django.conf import settings
+
+    link = url + _db(lambda: revert_url(notice)).removeprefix(settings.OPERATOR_PUBLIC_URL)
+    page.goto(link)
+    diff = page.inner_text("#content-main")
+    assert "Ian Example" in diff
+    page.screenshot(path=str(SCREENSHOTS / "revert-diff.png"), full_page=True)
+    page.click("input[type=submit][value='Revert this change']")
+    page.wait_for_load_state("load")
+    # undoing the add restores the pre-image: no such belief
+    assert not _db(lambda: Belief.objects.filter(kind="identity", key="name", status="active").exists())
+    assert _db(lambda: Notification.objects.get(pk=notice.pk).revert_used_by.name) == "owner"
+
+    page.goto(link)  # the link works once
+    assert "already been used" in page.inner_text("#content-main")
