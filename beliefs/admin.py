@@ -7,38 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, render
-from django.urls import path, reverse
+from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from beliefs import services
 from beliefs.models import HIGH_STAKES_KINDS, Belief, Instruction, WorldModelVersion
 from operator_site.admin import ReadOnlyAdmin
-from operator_site.face.envelope import Refusal
+from operator_site.lineage_admin import LineageVersionAdmin, diff_table
 from operator_site.views import human_principal
 
 REVERT_PERMISSION = "beliefs.revert_world_model"
-
-
-def _diff_table(rows: list[dict[str, Any]]) -> SafeString:
-    if not rows:
-        return format_html("<p>{}</p>", "No changes.")
-    body = format_html_join(
-        "",
-        "<tr><td>{}</td><td><del>{}</del></td><td><ins>{}</ins></td></tr>",
-        ((r["what"], r["before"] or "—", r["after"] or "—") for r in rows),
-    )
-    return format_html(
-        "<table><thead><tr><th>belief · field</th><th>before</th><th>after</th></tr></thead>"
-        "<tbody>{}</tbody></table>",
-        body,
-    )
 
 
 class StakesFilter(admin.SimpleListFilter):
@@ -142,8 +125,12 @@ class BeliefAdmin(ReadOnlyAdmin):
 
 
 @admin.register(WorldModelVersion)
-class WorldModelVersionAdmin(ReadOnlyAdmin):
-    change_form_template = "beliefs/version_change_form.html"
+class WorldModelVersionAdmin(LineageVersionAdmin):
+    """World-model versions on the shared lineage console: diff, undo and revert-to-here pages."""
+
+    lineage_label = "world model"
+    revert_permission = REVERT_PERMISSION
+    what_label = "belief · field"
     list_display = ("number", "operation", "summary", "actor", "high_stakes", "reverted", "created_at")
     list_filter = ("operation", "high_stakes", "actor")
     search_fields = ("summary", "actor")
@@ -162,7 +149,18 @@ class WorldModelVersionAdmin(ReadOnlyAdmin):
         "diff",
     )
     fields = readonly_fields
-    actions = ("undo_selected", "revert_to_selected")
+
+    def describe_undo(self, number: int) -> dict[str, Any]:
+        return services.describe_undo(number)
+
+    def describe_restore(self, number: int) -> dict[str, Any]:
+        return services.describe_restore(number)
+
+    def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        return services.undo_version(number=number, principal=principal, expected_version=expected_version)
+
+    def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
+        return services.restore_version(number=number, principal=principal, expected_version=expected_version)
 
     @admin.display(description="reverted")
     def reverted(self, obj: WorldModelVersion) -> str:
@@ -178,113 +176,7 @@ class WorldModelVersionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="what changed")
     def diff(self, obj: WorldModelVersion) -> SafeString:
-        return _diff_table(services.version_rows(obj))
-
-    # --- undo / revert to here: confirmation pages ---------------------------------------------
-    def get_urls(self) -> list[Any]:
-        wrap = self.admin_site.admin_view
-        return [
-            path("<int:number>/undo/", wrap(self.undo_view), name="beliefs_worldmodelversion_undo"),
-            path("<int:number>/restore/", wrap(self.restore_view), name="beliefs_worldmodelversion_restore"),
-            *super().get_urls(),
-        ]
-
-    def undo_view(self, request: HttpRequest, number: int) -> HttpResponse:
-        return self._confirm(
-            request,
-            number,
-            describe=services.describe_undo,
-            act=services.undo_version,
-            button="Undo this change",
-        )
-
-    def restore_view(self, request: HttpRequest, number: int) -> HttpResponse:
-        return self._confirm(
-            request,
-            number,
-            describe=services.describe_restore,
-            act=services.restore_version,
-            button=f"Revert the world model to version {number}",
-        )
-
-    def _confirm(
-        self, request: HttpRequest, number: int, *, describe: Any, act: Any, button: str
-    ) -> HttpResponse:
-        if request.method not in ("GET", "POST"):
-            return HttpResponse(status=405, headers={"Allow": "GET, POST"})
-        if number != 0:
-            get_object_or_404(WorldModelVersion, number=number)
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        principal = human_principal(request)
-        may_act = principal is not None and request.user.has_perm(REVERT_PERMISSION)
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": "Confirm a world-model revert",
-            "number": number,
-            "button": button,
-            "may_act": may_act,
-        }
-        status = 200
-        if request.method == "POST":
-            if not may_act:
-                context["error"] = (
-                    "Only a person on the human allowlist can revert (this login is not linked to one, or "
-                    "lacks the revert permission). Nothing was changed."
-                )
-                status = 403
-            else:
-                try:
-                    expected = int(request.POST.get("expected_version", ""))
-                except ValueError:
-                    expected = None
-                if expected is None:
-                    context["error"] = "This form is incomplete; reload the page and confirm again."
-                    status = 400
-                else:
-                    try:
-                        with transaction.atomic():
-                            result = act(number=number, principal=principal, expected_version=expected)
-                    except Refusal as refusal:
-                        context["error"] = refusal.reason
-                        if refusal.extra.get("retry"):
-                            context["error"] = (
-                                "The world model changed since this page was shown; nothing was changed. "
-                                "Review the diff below (it is current) and confirm again."
-                            )
-                        status = 409
-                    else:
-                        messages.success(
-                            request,
-                            f"Done: version {result['version']} ({result['operation']}) recorded, by "
-                            f"{principal.name}.",
-                        )
-                        return HttpResponseRedirect(
-                            reverse("admin:beliefs_worldmodelversion_change", args=[result["version"]])
-                        )
-        context["description"] = describe(number)
-        return render(request, "beliefs/confirm_revert.html", context, status=status)
-
-    def _one(self, request: HttpRequest, queryset: QuerySet) -> WorldModelVersion | None:
-        if queryset.count() != 1:
-            messages.error(request, "Select exactly one version.")
-            return None
-        return queryset.first()
-
-    @admin.action(description="Undo the selected change…", permissions=["view"])
-    def undo_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
-        version = self._one(request, queryset)
-        if version is None:
-            return None
-        return HttpResponseRedirect(reverse("admin:beliefs_worldmodelversion_undo", args=[version.number]))
-
-    @admin.action(description="Revert the world model to the selected version…", permissions=["view"])
-    def revert_to_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponseRedirect | None:
-        version = self._one(request, queryset)
-        if version is None:
-            return None
-        return HttpResponseRedirect(reverse("admin:beliefs_worldmodelversion_restore", args=[version.number]))
+        return diff_table(services.version_rows(obj), self.what_label)
 
 
 @admin.register(Instruction)
