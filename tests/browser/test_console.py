@@ -4,7 +4,7 @@
 A staff human logs in, approves one intent (accept), edits and approves another, responds to a
 third, parks a fourth, then opens a notice's one-tap revert link and reverts; each outcome is
 checked in the database. Screenshots of the dashboard, the approval page and a diff page are saved
-under docs/screenshots/ (shown in the README).
+(under docs/screenshots/, shown in the README, with OPERATOR_WRITE_SCREENSHOTS=1).
 
 Without Chromium or Playwright these tests are skipped with that reason, except under
 OPERATOR_REQUIRE_BROWSER=1 (CI, which installs Chromium), where a missing browser is a failure.
@@ -25,7 +25,14 @@ from django.db import connection, transaction
 from tests.fixtures import start_uvicorn, stop_uvicorn
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parent.parent.parent / "docs" / "screenshots"
+# Screenshots go to the data folder on every run; OPERATOR_WRITE_SCREENSHOTS=1 refreshes the ones the
+# README shows (docs/screenshots/), so an ordinary test run leaves the working tree clean.
+_ROOT = Path(__file__).resolve().parent.parent.parent
+SCREENSHOTS = (
+    _ROOT / "docs" / "screenshots"
+    if os.environ.get("OPERATOR_WRITE_SCREENSHOTS") == "1"
+    else Path(os.environ.get("OPERATOR_DATA_DIR") or _ROOT / "var") / "screenshots"
+)
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -90,16 +97,24 @@ def console(owner: Any, make_principal: Any) -> Iterator[dict[str, Any]]:
     with transaction.atomic():
         made = {}
         for name, action in {
-            "accept": intents.ActionInput(type="spend", title="Annual plan renewal", amount_cents=4900,
-                                          recipient="Acme Tools"),
-            "edit": intents.ActionInput(type="send_email", title="Reply to the landlord", recipient="landlord@example.com",
-                                        body="Yes, Tuesday works."),
-            "respond": intents.ActionInput(type="publish", title="Post the trip photos", body="Album: Lisbon"),
+            "accept": intents.ActionInput(
+                type="spend", title="Annual plan renewal", amount_cents=4900, recipient="Acme Tools"
+            ),
+            "edit": intents.ActionInput(
+                type="send_email",
+                title="Reply to the landlord",
+                recipient="landlord@example.com",
+                body="Yes, Tuesday works.",
+            ),
+            "respond": intents.ActionInput(
+                type="publish", title="Post the trip photos", body="Album: Lisbon"
+            ),
             "ignore": intents.ActionInput(type="spend", title="Upgrade cloud storage", amount_cents=999),
         }.items():
             made[name], _ = intents.record_intent(principal=agent.principal, action=action)
-        beliefs.record_instruction(principal=owner.principal,
-                                   text="Please remember my name is Ian Example and that I go by Ian.")
+        beliefs.record_instruction(
+            principal=owner.principal, text="Please remember my name is Ian Example and that I go by Ian."
+        )
         changed = beliefs.update_world_model(
             principal=agent.principal,
             changes=[{"op": "add", "kind": "identity", "key": "name", "value": "Ian Example"}],
@@ -130,7 +145,9 @@ def _decide(page: Any, url: str, intent_id: int, button: str, fill: dict[str, st
     page.wait_for_load_state("load")
 
 
-def test_a_person_reviews_approves_and_reverts_in_the_browser(console: dict[str, Any], browser_page: Any) -> None:
+def test_a_person_reviews_approves_and_reverts_in_the_browser(
+    console: dict[str, Any], browser_page: Any
+) -> None:
     from beliefs.models import Belief
     from intents.models import Decision, Intent
     from operator_site.models import Notification
@@ -161,8 +178,9 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(console: dict[str,
 
     def outcomes() -> dict[str, Any]:
         rows = {name: Intent.objects.get(pk=intent.pk) for name, intent in made.items()}
-        decisions = {name: Decision.objects.select_related("decided_by").get(intent=row)
-                     for name, row in rows.items()}
+        decisions = {
+            name: Decision.objects.select_related("decided_by").get(intent=row) for name, row in rows.items()
+        }
         return {"rows": rows, "decisions": decisions}
 
     seen = _db(outcomes)
