@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -191,3 +192,52 @@ class Observation(AppendOnlyModel):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.tainted = True
         super().save(*args, **kwargs)
+
+
+class Tick(AppendOnlyModel):
+    """One tick that ran (morning, start, check-in, night): when, for which day, by whom, under which
+    run, and what it did or found. `status` ticks write nothing, so they leave no row. At most one
+    morning and one night tick per day (a repeated one changes nothing and records nothing)."""
+
+    class Mode(models.TextChoices):
+        MORNING = "morning", "morning"
+        START = "start", "start"
+        CHECK_IN = "check-in", "check-in"
+        NIGHT = "night", "night"
+
+    ONCE_PER_DAY = ("morning", "night")
+
+    day = models.ForeignKey(OperatorDay, on_delete=models.PROTECT, related_name="ticks")
+    mode = models.CharField(max_length=8, choices=Mode.choices)
+    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="ticks")
+    progress = models.OneToOneField(
+        ProgressEntry,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="tick_record",
+        help_text="The progress entry a start or check-in tick recorded.",
+    )
+    at = models.DateTimeField(default=timezone.now)
+    since = models.DateTimeField(
+        null=True, blank=True, help_text="Start of the window its 'what changed' covers (the previous tick)."
+    )
+    report = models.JSONField(
+        default=dict, blank=True, encoder=DjangoJSONEncoder, help_text="What the tick did or found (bounded)."
+    )
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["day", "-id"], name="tick_by_day")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "mode"], condition=Q(mode__in=["morning", "night"]), name="tick_once_per_day"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode__in=["morning", "start", "check-in", "night"]), name="tick_mode_known"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.mode} tick"

@@ -1,0 +1,229 @@
+"""`python manage.py operator_tick MODE [--date YYYY-MM-DD] [--observe]`: one tick, safe to call from
+cron or a systemd timer.
+
+`morning`, `start`, `check-in` and `night` run under a run of the single-running lock (kind
+`tick:<mode>`, held by the token-less agent principal `operator-tick`): start the run, then in ONE
+transaction send its heartbeat and run the tick — so if another run took the lock over meanwhile,
+the heartbeat is refused and the tick commits nothing (fencing) — then heartbeat again and finish
+the run `ok` (`error` if the tick was refused or failed, `cancelled` on SIGTERM or Ctrl-C).
+After a morning tick, the notices it released are delivered (`deliver_due`). `status` writes
+nothing, so it takes no run: it works while another run holds the lock.
+
+`--observe` (morning, start, check-in) also runs the observe step (`runs.observe.observe_step`:
+probes through the brain, recorded as tainted observations) under the same run, after the tick.
+Without a brain it reports `brain_not_configured` and the tick still counts as done.
+
+Prints the tick's answer as JSON. Exit status: 0 done; 75 (EX_TEMPFAIL) another run holds the lock
+— nothing was done, try again later; 1 the tick was refused (e.g. a date in the future), failed,
+its run went stale under it, or an observe probe could not be carried out; 130 interrupted;
+2 bad usage.
+"""
+
+from __future__ import annotations
+
+import datetime
+import signal
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from operator_site.face.envelope import Refusal, to_json
+from operator_site.models import Principal
+from operator_site.notifications import deliver_due
+from runs import services, ticks
+from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
+
+EXIT_LOCK_HELD = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition, try again later
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+MAX_SUMMARY = services.MAX_RUN_SUMMARY_CHARS
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def start_tick_run(principal: Principal, mode: str, stale_after_s: int) -> services.StartedRun:
+    """Start the tick's run, or raise CommandError(75) naming the run that holds the lock."""
+    try:
+        with transaction.atomic():
+            return services.start_run(
+                principal=principal,
+                kind=f"tick:{mode}",
+                stale_after_s=stale_after_s,
+                note=f"manage.py operator_tick {mode}",
+            )
+    except Refusal as refusal:
+        if refusal.code == "already_running":
+            held = refusal.extra.get("running", {})
+            raise CommandError(
+                f"operator_tick {mode}: another run holds the lock — run {held.get('id')} "
+                f"({held.get('kind')}, held by {held.get('holder')}, last heartbeat "
+                f"{held.get('last_heartbeat')}); it becomes stale in {held.get('stale_in_s')} s. "
+                "Nothing was done; try again later.",
+                returncode=EXIT_LOCK_HELD,
+            ) from None
+        raise CommandError(
+            f"operator_tick {mode}: {refusal.code}: {refusal.reason}", returncode=EXIT_FAILED
+        ) from None
+
+
+def fenced_tick(
+    started: services.StartedRun, principal: Principal, mode: str, day: datetime.date | None
+) -> dict[str, Any]:
+    """The tick and its run's heartbeat in ONE transaction: a run taken over meanwhile (heartbeat
+    refused, `run_stale`) rolls the tick back, so a replaced holder commits nothing."""
+    with transaction.atomic():
+        services.heartbeat(
+            principal=principal, run_id=started.run.id, token=started.token, progress=f"tick {mode}: running"
+        )
+        return ticks.run_tick(principal=principal, mode=mode, day=day, run=started.run)
+
+
+def finish(started: services.StartedRun, principal: Principal, status: str, summary: str) -> str:
+    """Finish the run; returns its final status ('stale' if it was taken over meanwhile)."""
+    try:
+        with transaction.atomic():
+            return services.finish_run(
+                principal=principal,
+                run_id=started.run.id,
+                token=started.token,
+                status=status,
+                summary=summary[:MAX_SUMMARY],
+            ).status
+    except Refusal:
+        return "stale"
+
+
+class Command(BaseCommand):
+    help = "Run one tick (morning, start, check-in, night, status) under a run of the single-running lock."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("mode", choices=ticks.TICK_MODES)
+        parser.add_argument(
+            "--date",
+            type=_date,
+            default=None,
+            help="the local date (YYYY-MM-DD); only night (closing a past day) and status take another day",
+        )
+        parser.add_argument(
+            "--observe",
+            action="store_true",
+            help="also run the observe step (brain probes → tainted observations) under the same run",
+        )
+        parser.add_argument(
+            "--stale-after",
+            type=int,
+            default=DEFAULT_STALE_AFTER_S,
+            help=f"the run's stale threshold in s ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S})",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        signal.signal(signal.SIGTERM, _interrupt)
+        mode, day = opts["mode"], opts["date"]
+        if mode == "status":
+            try:
+                result = ticks.run_tick(principal=None, mode="status", day=day)
+            except Refusal as refusal:
+                raise CommandError(f"{refusal.code}: {refusal.reason}", returncode=EXIT_FAILED) from None
+            self.stdout.write(to_json(result))
+            return
+        if opts["observe"] and mode == "night":
+            raise CommandError("--observe goes with morning, start or check-in, not night", returncode=2)
+        with transaction.atomic():
+            principal = ticks.tick_principal()
+        started = start_tick_run(principal, mode, opts["stale_after"])
+        answer = self.tick_then_finish(started, principal, mode, day, opts["observe"])
+        self.stdout.write(to_json(answer))
+        run = answer["run"]
+        if run["status"] != "ok":
+            why = f"{answer['error']}: {answer.get('reason')}" if answer.get("error") else run["summary"]
+            raise CommandError(
+                f"operator_tick {mode}: the run finished {run['status']} — {why}", returncode=EXIT_FAILED
+            )
+
+    def tick_then_finish(
+        self,
+        started: services.StartedRun,
+        principal: Principal,
+        mode: str,
+        day: datetime.date | None,
+        observe: bool,
+    ) -> dict[str, Any]:
+        """Everything after the run started: the fenced tick, delivery, the observe step, the finish.
+        Always finishes the run (or finds it taken over); re-raises what it cannot answer for."""
+        answer: dict[str, Any] = {"ok": True, "mode": mode, "run_id": started.run.id}
+        try:
+            answer["tick"] = fenced_tick(started, principal, mode, day)
+        except Refusal as refusal:
+            # Refused by the tick (nothing of it was written), or by the heartbeat (the run was
+            # taken over: the tick was rolled back with it, and the run is no longer ours to finish).
+            taken_over = bool(refusal.extra.get("stale"))
+            final = (
+                "stale"
+                if taken_over
+                else finish(started, principal, "error", f"{refusal.code}: {refusal.reason}")
+            )
+            answer.update(ok=False, error=refusal.code, reason=refusal.reason)
+            answer["run"] = {"status": final, "summary": refusal.reason}
+            return answer
+        except BaseException as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
+            finish(
+                started, principal, "cancelled" if interrupted else "error", f"{type(exc).__name__}: {exc}"
+            )
+            if interrupted:
+                raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
+            raise
+        summary = answer["tick"].get("headline") or f"{mode} tick done"
+        status = "ok"
+        try:
+            if mode == "morning":
+                answer["delivery"] = deliver_due().as_dict()
+            if observe:
+                # Imported here: only the command, and only when asked, reaches the brain.
+                from runs.observe import observe_step
+
+                report = observe_step(run=started)
+                answer["observe"] = report.as_dict()
+                summary += f"; observe: {report.status}"
+                if report.status == "stale":
+                    answer.update(ok=False, error="run_stale")
+                    answer["run"] = {"status": "stale", "summary": report.reason}
+                    return answer
+                if report.status == "error":
+                    status, summary = "error", f"{summary} ({report.reason})"
+            with transaction.atomic():
+                services.heartbeat(
+                    principal=principal,
+                    run_id=started.run.id,
+                    token=started.token,
+                    progress=f"tick {mode}: done",
+                )
+        except Refusal as refusal:  # the heartbeat after the tick: the run was taken over meanwhile
+            answer.update(ok=False, error=refusal.code, reason=refusal.reason)
+            answer["run"] = {"status": "stale", "summary": refusal.reason}
+            return answer
+        except BaseException as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
+            finish(
+                started, principal, "cancelled" if interrupted else "error", f"{type(exc).__name__}: {exc}"
+            )
+            if interrupted:
+                raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
+            raise
+        final = finish(started, principal, status, summary)
+        answer["ok"] = final == "ok"
+        answer["run"] = {"status": final, "summary": summary}
+        return answer
+
+
+__all__ = ["Command", "fenced_tick", "finish", "start_tick_run"]

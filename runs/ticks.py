@@ -1,0 +1,332 @@
+"""Ticks: what scheduled automation (cron, a systemd timer) and agents run to move the day along.
+
+`run_tick(principal=..., mode=..., day=..., run=...)` runs one tick inside the caller's transaction
+(the MCP dispatcher's, or the one `manage.py operator_tick` opens around it together with the run's
+heartbeat, so a tick whose run was taken over commits nothing):
+
+- `morning`: opens today's operator day (idempotent), marks a dead running run stale, expires
+  lapsed approvals (`intents.services.expire_pending`), lists the directives that lapsed since the
+  previous tick, releases the notices that no directive holds any more, and returns the context
+  packet. The first morning tick of a day is recorded; a repeated one sweeps again (each sweep is
+  idempotent), records nothing and says so.
+- `start`, `check-in`: record a progress entry (tick = the mode) whose summary says what changed
+  since the previous tick — new intents, decisions opened and closed, task moves, observations
+  (counted, never quoted), progress, runs — and a tick row holding the details.
+- `night`: closes the day (today, or a past date given explicitly) with its summary stored on the
+  day: tasks done, intents created / approved / blocked, decisions, runs, progress, observations.
+  Idempotent: a closed day is returned as it is, and nothing is written.
+- `status`: the same figures — the day's, and what changed since the previous tick — computed
+  live. It writes nothing at all (no day is opened, no tick or progress recorded).
+
+A tick never calls the brain or any other remote service: over MCP it may run on the event loop.
+Delivering the notices it released is left to the delivery thread (`request_delivery`, after
+commit) and to the command, which calls `deliver_due()` once the tick has committed. The observe
+step (which does call the brain) is run only by the command, and only when asked (`--observe`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from intents.models import Directive
+from intents.services import expire_pending
+from operator_site import reads
+from operator_site.face.envelope import Refusal
+from operator_site.models import Principal
+from operator_site.notifications import release_held, request_delivery
+from runs import services
+from runs.models import OperatorDay, Run, Tick
+
+TICK_MODES = ("morning", "start", "check-in", "night", "status")
+TICK_PRINCIPAL = "operator-tick"
+LAPSED_DIRECTIVES_LISTED = 20
+
+
+def tick_principal(name: str = TICK_PRINCIPAL) -> Principal:
+    """The token-less agent principal scheduled ticks act as (it can call no tool over /mcp).
+
+    A principal of that name with a token, tools or as a human is refused, not borrowed.
+    """
+    principal, _ = Principal.objects.get_or_create(
+        name=name, defaults={"kind": Principal.Kind.AGENT, "tools": []}
+    )
+    if principal.kind != Principal.Kind.AGENT or principal.token_digest or principal.tools != []:
+        raise ImproperlyConfigured(
+            f"Principal {name!r} exists with a token, tools or as a human; scheduled ticks act as a "
+            "token-less agent of that name. Rename that principal."
+        )
+    return principal
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON (dates and datetimes as ISO text), for JSON columns without an encoder."""
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def tick_dict(tick: Tick) -> dict[str, Any]:
+    return {
+        "id": tick.id,
+        "mode": tick.mode,
+        "date": tick.day.date,
+        "at": tick.at,
+        "since": tick.since,
+        "by": tick.principal.name,
+        "run_id": tick.run_id,
+        "progress_id": tick.progress_id,
+        "headline": (tick.report or {}).get("headline"),
+    }
+
+
+def previous_tick(now: datetime) -> Tick | None:
+    return Tick.objects.select_related("day", "principal").filter(at__lte=now).order_by("-at", "-id").first()
+
+
+def _window_start(now: datetime) -> tuple[datetime, Tick | None]:
+    """Where "what changed" starts: the previous tick, or else the start of today (local)."""
+    prev = previous_tick(now)
+    if prev is not None:
+        return prev.at, prev
+    return reads.day_bounds(services.local_date(now))[0], None
+
+
+def _record_once(day: OperatorDay, mode: str, **fields: Any) -> tuple[Tick, bool]:
+    """The day's one morning (or night) tick: insert it, or return the one already there."""
+    existing = Tick.objects.select_related("day", "principal").filter(day=day, mode=mode).first()
+    if existing is not None:
+        return existing, False
+    try:
+        with transaction.atomic():
+            return Tick.objects.create(day=day, mode=mode, **fields), True
+    except IntegrityError:
+        return Tick.objects.select_related("day", "principal").get(day=day, mode=mode), False
+
+
+def _require_today(mode: str, day: date, today: date) -> None:
+    if day != today:
+        raise Refusal(
+            "date_not_today",
+            f"A {mode} tick acts on today ({today:%Y-%m-%d}); {day:%Y-%m-%d} is another day. "
+            "Only night (to close a past day late) and status accept another date.",
+            today=today,
+        )
+
+
+# --- the modes -----------------------------------------------------------------------------------------
+def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
+    _require_today("morning", day, services.local_date(now))
+    since, _ = _window_start(now)
+    day_row, opened = services.open_day(principal=principal, day=day, via="morning tick", now=now)
+    stale = services.recover_stale_runs(principal=principal, now=now)
+    expired = expire_pending(now)
+    lapsed = Directive.objects.filter(cleared_at__isnull=True, expires_at__gt=since, expires_at__lte=now)
+    lapsed_rows = list(lapsed.order_by("expires_at", "id")[:LAPSED_DIRECTIVES_LISTED])
+    lapsed_count = lapsed.count() if len(lapsed_rows) == LAPSED_DIRECTIVES_LISTED else len(lapsed_rows)
+    released = release_held(now)
+    if released:
+        transaction.on_commit(request_delivery)  # the delivery thread sends them, not this call
+    swept = {
+        "day_opened": opened,
+        "stale_runs": [r.id for r in stale],
+        "approvals_expired": expired,
+        "directives_lapsed": {
+            "count": lapsed_count,
+            "items": [
+                {"id": d.id, "kind": d.kind, "topic": d.topic or None, "expired": d.expires_at}
+                for d in lapsed_rows
+            ],
+            "note": "A lapsed directive is out of force the moment it expires (nothing to write); "
+            "the notices it held are released.",
+        },
+        "notifications_released": released,
+    }
+    headline = (
+        f"morning: day {'opened' if opened else 'already open'}; {len(stale)} stale runs marked; "
+        f"{len(expired)} approvals expired; {lapsed_count} directives lapsed; "
+        f"{len(released)} held notices released"
+    )
+    tick, first = _record_once(
+        day_row,
+        Tick.Mode.MORNING,
+        principal=principal,
+        run=run,
+        at=now,
+        since=since,
+        report={"headline": headline, **swept},
+    )
+    return {
+        "ok": True,
+        "mode": "morning",
+        "date": day,
+        "first_morning_tick": first,
+        "note": None
+        if first
+        else f"The morning tick already ran today (tick {tick.id}); the sweeps ran "
+        "again (each is idempotent) and nothing else was recorded.",
+        "tick": tick_dict(tick),
+        "headline": headline,
+        "swept": swept,
+        "packet": reads.context_packet(day=day, now=now),
+    }
+
+
+def check_in(*, principal: Principal, mode: str, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
+    _require_today(mode, day, services.local_date(now))
+    since, prev = _window_start(now)
+    changes = reads.changes_between(since, now)
+    headline = f"{mode} tick: " + reads.headline(changes)
+    entry = services.record_progress(
+        principal=principal,
+        summary=headline,
+        outcome="done",
+        run_id=run.id if run else None,
+        tick=mode,
+        now=now,
+    )
+    tick = Tick.objects.create(
+        day=entry.day,
+        mode=mode,
+        principal=principal,
+        run=run,
+        progress=entry,
+        at=now,
+        since=since,
+        report={"headline": headline, "changes": changes},
+    )
+    return {
+        "ok": True,
+        "mode": mode,
+        "date": day,
+        "tick": tick_dict(tick),
+        "previous_tick": tick_dict(prev) if prev else None,
+        "since": since,
+        "headline": headline,
+        "changes": changes,
+        "progress": services.progress_dict(entry),
+    }
+
+
+def night_headline(figures: dict[str, Any]) -> str:
+    tasks, intents, decisions = figures["tasks"], figures["intents"], figures["decisions"]
+    runs = figures["runs"]
+    run_parts = ", ".join(f"{n} {s}" for s, n in sorted(runs.items())) or "none"
+    return "; ".join(
+        [
+            f"{tasks['done']} tasks done ({tasks['moved']} moved)",
+            f"{intents['created']} intents created, {intents['approved']} approved, "
+            f"{intents['blocked']} blocked, {intents['still_pending']} still pending",
+            f"{decisions['opened']} decisions opened, "
+            f"{decisions['approved'] + decisions['rejected']} decided",
+            f"{figures['logged_decisions']} logged decisions",
+            f"{sum(runs.values())} runs ({run_parts})",
+            f"{sum(figures['progress'].values())} progress entries",
+            f"{figures['observations']['recorded']} observations",
+        ]
+    )
+
+
+def night(*, principal: Principal, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
+    day_row = services.find_day(day)
+    if day_row is None:
+        day_row, _ = services.open_day(principal=principal, day=day, via="night tick", now=now)
+    if day_row.state == OperatorDay.State.CLOSED:
+        return _already_closed(day_row)
+    figures = reads.day_figures(day, day_row)
+    headline = night_headline(figures)
+    summary = jsonable({"headline": headline, **figures, "closed_by": principal.name, "closed_at": now})
+    closed = OperatorDay.objects.filter(id=day_row.id, state=OperatorDay.State.OPEN).update(
+        state=OperatorDay.State.CLOSED, closed_at=now, closed_by=principal, summary=summary
+    )
+    if not closed:  # another night tick closed it a moment ago
+        day_row.refresh_from_db()
+        return _already_closed(day_row)
+    day_row.refresh_from_db()
+    tick, _ = _record_once(
+        day_row,
+        Tick.Mode.NIGHT,
+        principal=principal,
+        run=run,
+        at=now,
+        since=reads.day_bounds(day)[0],
+        report={"headline": headline},
+    )
+    return {
+        "ok": True,
+        "mode": "night",
+        "date": day,
+        "closed": True,
+        "already_closed": False,
+        "day": services.day_dict(day_row),
+        "tick": tick_dict(tick),
+        "headline": headline,
+        "summary": summary,
+    }
+
+
+def _already_closed(day_row: OperatorDay) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "mode": "night",
+        "date": day_row.date,
+        "closed": False,
+        "already_closed": True,
+        "note": f"The day {day_row.date:%Y-%m-%d} was already closed at "
+        f"{day_row.closed_at:%Y-%m-%d %H:%M} UTC; its summary is unchanged and nothing was written.",
+        "day": services.day_dict(day_row),
+        "headline": (day_row.summary or {}).get("headline"),
+        "summary": day_row.summary,
+    }
+
+
+def status(*, day: date, now: datetime) -> dict[str, Any]:
+    """The same figures as the other ticks, computed live. Writes nothing."""
+    today = services.local_date(now)
+    day_row = services.find_day(day)
+    since, prev = _window_start(now)
+    changes = reads.changes_between(since, now) if day == today else None
+    figures = reads.day_figures(day, day_row)
+    return {
+        "ok": True,
+        "mode": "status",
+        "date": day,
+        "wrote": False,
+        "day": services.day_dict(day_row) if day_row else {"date": day, "state": "not_opened"},
+        "previous_tick": tick_dict(prev) if prev else None,
+        "since": since if changes else None,
+        "changes_since_previous_tick": changes,
+        "headline": reads.headline(changes) if changes else None,
+        "figures": figures | {"headline": night_headline(figures)},
+        "night_summary": (day_row.summary or None) if day_row else None,
+        "runs": services.run_status(now),
+    }
+
+
+def run_tick(
+    *,
+    principal: Principal | None,
+    mode: str,
+    day: date | None = None,
+    run: Run | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Run one tick in the caller's transaction (see the module docstring). `principal` may be None
+    only for `status`, which writes nothing."""
+    if mode not in TICK_MODES:
+        raise Refusal("invalid_mode", f"mode must be one of {', '.join(TICK_MODES)}.")
+    now = now or timezone.now()
+    day = reads.check_date(day, now)
+    if mode == "status":
+        return status(day=day, now=now)
+    if principal is None:
+        raise Refusal("principal_required", f"A {mode} tick writes; it needs an acting principal.")
+    if mode == "morning":
+        return morning(principal=principal, day=day, run=run, now=now)
+    if mode == "night":
+        return night(principal=principal, day=day, run=run, now=now)
+    return check_in(principal=principal, mode=mode, day=day, run=run, now=now)
