@@ -71,3 +71,49 @@ WITHHELD = MappingProxyType(
         "function for human channels (the admin, the human API), and no tool calls it.",
     }
 )
+
+
+def render_markdown() -> str:
+    """docs/powers.md: every power granted and withheld (seed Figure 5 as a table), from the code.
+
+    `python3 manage.py operator_powers > docs/powers.md` regenerates it; a test fails when the file
+    and the code disagree.
+    """
+    from operator_site.face import registry
+
+    classes = {spec.name: str(spec.tool_class) for spec in registry.all_tools()}
+    roles = list(ROLES)
+    lines = [
+        "# Powers: granted and withheld",
+        "",
+        "Generated from `runs/powers.py` and the tool registry by `python3 manage.py operator_powers`;",
+        "a test fails when this file and the code disagree.",
+        "",
+        "## Tools of the operator, and who may call them",
+        "",
+        "A principal without an allowlist (the owner, a full-access agent) may call every tool. Scoped",
+        "principals may call only their list; any other tool is refused before it runs.",
+        "",
+        "| tool | class | " + " | ".join(roles) + " |",
+        "|---|---|" + "---|" * len(roles),
+    ]
+    for name in registry.SEED_ORDER:
+        marks = " | ".join("yes" if name in ROLES[role] else "—" for role in roles)
+        lines.append(f"| `{name}` | {classes.get(name, 'not built yet')} | {marks} |")
+    lines += [
+        "",
+        "## What the operator may call on the person's brain",
+        "",
+        "Enforced by `runs.brain.call_brain`, which raises before any request object exists:",
+        '"<caller> refused: <tool> is not in the enumerated ian-brain tool allowlist". Every call has one',
+        "total deadline (`BRAIN_TIMEOUT_S`, default 60 s) and carries only `BRAIN_TOKEN`.",
+        "",
+        "| caller | may call |",
+        "|---|---|",
+    ]
+    for caller, tools in DOWNSTREAM.items():
+        lines.append(f"| {caller} | {', '.join(f'`{t}`' for t in sorted(tools))} |")
+    lines += ["", "## Withheld from every token", ""]
+    for power, why in WITHHELD.items():
+        lines.append(f"- **{power}**: {why}")
+    return "\n".join(lines) + "\n"

@@ -37,3 +37,12 @@ async def test_runners_are_refused_everything_outside_their_list(make_principal,
             if spec.name not in powers.ROLES[role]:
                 answer = await call(http, spec.name, spec.examples[0])
                 assert answer["error"] == "tool_not_allowed", spec.name
+
+
+def test_docs_powers_md_matches_the_code() -> None:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "powers.md"
+    assert doc.read_text() == powers.render_markdown(), (
+        "docs/powers.md is stale: regenerate it with `python3 manage.py operator_powers > docs/powers.md`"
+    )
