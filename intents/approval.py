@@ -153,6 +153,7 @@ def _approve(
         updated_at=now,
     ):
         raise _conflict(intent)
+    services.withdraw_approval_notice(intent.id, IntentStatus.APPROVED)
     services.log_event(
         intent,
         "approved",

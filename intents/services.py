@@ -33,7 +33,7 @@ from intents.models import (
 )
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
-from operator_site.notifications import notify
+from operator_site.notifications import notify, withdraw
 
 MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
 DEFAULT_DIRECTIVE_MINUTES = 60
@@ -461,6 +461,12 @@ def close_decision(
     )
 
 
+def withdraw_approval_notice(intent_id: int, status: str) -> None:
+    """The question is settled (approved, rejected, cancelled, expired): an approval request that a
+    directive still holds, or that has not gone out yet, is withdrawn instead of delivered late."""
+    withdraw(dedupe_key=f"intent:{intent_id}", reason=f"the intent is now {status}")
+
+
 def move_intent(
     intent: Intent,
     to: str,
@@ -496,6 +502,8 @@ def move_intent(
             "Re-read it before trying again.",
             status=current,
         )
+    if was == IntentStatus.PENDING_APPROVAL:
+        withdraw_approval_notice(intent.id, to)
     if was == IntentStatus.PENDING_APPROVAL and to in {"cancelled", "expired"}:
         close_decision(
             intent,

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from operator_site.admin import ReadOnlyAdmin
-from runs.models import Observation, OperatorDay, ProgressEntry, Run
+from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
 
 def _pretty_json(value: object) -> str:
@@ -85,3 +85,13 @@ class ObservationAdmin(ReadOnlyAdmin):
     @admin.display(description="data (untrusted)")
     def data_json(self, obj: Observation) -> str:
         return _pretty_json(obj.data)
+
+
+@admin.register(Tick)
+class TickAdmin(ReadOnlyAdmin):
+    """Append-only: the ticks that ran, per day, with what each found."""
+
+    list_display = ("at", "day", "mode", "principal", "run")
+    list_filter = ("mode",)
+    date_hierarchy = "at"
+    list_select_related = ("day", "principal", "run")

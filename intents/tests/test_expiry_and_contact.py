@@ -151,3 +151,40 @@ def test_a_held_duplicate_is_still_one_notice(agent, record) -> None:
     services.clear_directives(principal=agent.principal, everything=True)
     notifications.deliver_due()
     assert len(mail.outbox) == 1
+
+
+def test_a_held_approval_request_is_withdrawn_once_the_question_is_settled(agent, owner) -> None:
+    """Quiet holds the request; the intent then expires, is cancelled or is approved: the held notice
+    must never be delivered late about something already closed."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from intents import services
+    from intents.approval import approve_intent
+    from intents.models import Intent
+    from operator_site.models import Notification
+    from operator_site.notifications import deliver_due
+
+    services.set_directive(principal=owner.principal, kind="quiet", topic=None, minutes=30, reason=None)
+    made = []
+    for title in ("Renew plan A", "Renew plan B", "Renew plan C"):
+        intent, _ = services.record_intent(
+            principal=agent.principal,
+            action=services.ActionInput(type="spend", title=title, amount_cents=100),
+        )
+        made.append(intent)
+    deliver_due()
+    assert set(Notification.objects.filter(kind="approval_request").values_list("state", flat=True)) == {
+        "held"
+    }
+
+    services.transition_intent(principal=agent.principal, intent_id=made[0].id, to="cancelled")
+    fresh = Intent.objects.get(pk=made[1].pk)
+    approve_intent(fresh, by=owner.principal.user, seen=fresh.payload_digest, via="admin")
+    services.expire_pending(timezone.now() + timedelta(days=30))
+    services.clear_directives(principal=owner.principal, kind="quiet")
+    report = deliver_due()
+    assert report.delivered == []
+    states = dict(Notification.objects.filter(kind="approval_request").values_list("dedupe_key", "state"))
+    assert states == {f"intent:{i.id}": "withdrawn" for i in made}
