@@ -1,7 +1,10 @@
 """The human console for the world model: beliefs (read, with each belief's history), versions
 (read-only, with a readable diff; "undo this change" and "revert to here" as confirmation pages:
 GET shows the diff and changes nothing, POST acts, conditionally on the version the page showed,
-and records which human did it), and instructions (a person may add one: it is human-authored)."""
+and records which human did it), and instructions (a person may add one: it is human-authored).
+
+`GatedItemAdmin` and `GatedVersionAdmin` (with `instruction_link`) are the console of any model
+written under the evidence gate; the goal model's admin (`goals.admin`) uses them too."""
 
 from __future__ import annotations
 
@@ -12,16 +15,24 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from beliefs import services
 from beliefs.models import HIGH_STAKES_KINDS, Belief, Instruction, WorldModelVersion
 from operator_site.admin import ReadOnlyAdmin
-from operator_site.lineage_admin import LineageVersionAdmin, diff_table
+from operator_site.lineage_admin import LineageVersionAdmin, history_table
 from operator_site.views import human_principal
 
 REVERT_PERMISSION = "beliefs.revert_world_model"
+
+
+def instruction_link(instruction_id: int | None, span: str) -> str:
+    """The evidence a version or an item relied on: a link to the instruction, and the quoted span."""
+    if not instruction_id:
+        return "—"
+    url = reverse("admin:beliefs_instruction_change", args=[instruction_id])
+    return format_html('instruction <a href="{}">#{}</a>: “{}”', url, instruction_id, span)
 
 
 class StakesFilter(admin.SimpleListFilter):
@@ -39,8 +50,21 @@ class StakesFilter(admin.SimpleListFilter):
         return queryset
 
 
+class GatedItemAdmin(ReadOnlyAdmin):
+    """Rows written under the evidence gate (`beliefs.evidence`): beliefs, and the goal model's goals,
+    priorities and projects. Read-only, with who set each and the instruction it relied on."""
+
+    @admin.display(description="source")
+    def source(self, obj: Any) -> str:
+        return f"{obj.source_name} ({obj.source_kind})"
+
+    @admin.display(description="evidence")
+    def evidence(self, obj: Any) -> str:
+        return instruction_link(obj.evidence_instruction_id, obj.evidence_span)
+
+
 @admin.register(Belief)
-class BeliefAdmin(ReadOnlyAdmin):
+class BeliefAdmin(GatedItemAdmin):
     list_display = (
         "kind",
         "key",
@@ -77,60 +101,15 @@ class BeliefAdmin(ReadOnlyAdmin):
     def stakes(self, obj: Belief) -> str:
         return obj.stakes
 
-    @admin.display(description="source")
-    def source(self, obj: Belief) -> str:
-        return f"{obj.source_name} ({obj.source_kind})"
-
-    @admin.display(description="evidence")
-    def evidence(self, obj: Belief) -> str:
-        if not obj.evidence_instruction_id:
-            return "—"
-        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
-        return format_html(
-            'instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, obj.evidence_span
-        )
-
     @admin.display(description="history (every version that changed this belief)")
     def history(self, obj: Belief) -> SafeString:
-        rows = []
-        for change in services.WORLD_MODEL.history(obj.entity):
-            version = change.version
-            url = reverse("admin:beliefs_worldmodelversion_change", args=[version.number])
-            for diff in services.version_change_rows(change):
-                rows.append(
-                    (
-                        url,
-                        version.number,
-                        version.operation,
-                        version.actor,
-                        diff["what"],
-                        diff["before"] or "—",
-                        diff["after"] or "—",
-                        version.created_at,
-                    )
-                )
-        if not rows:
-            return format_html("<p>{}</p>", "No recorded changes.")
-        body = format_html_join(
-            "",
-            '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td><del>{}</del></td>'
-            "<td><ins>{}</ins></td><td>{}</td></tr>",
-            rows,
-        )
-        return format_html(
-            "<table><thead><tr><th>version</th><th>operation</th><th>by</th><th>field</th><th>before</th>"
-            "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
-            body,
-        )
+        return history_table(services.REVERTER, obj.entity)
 
 
-@admin.register(WorldModelVersion)
-class WorldModelVersionAdmin(LineageVersionAdmin):
-    """World-model versions on the shared lineage console: diff, undo and revert-to-here pages."""
+class GatedVersionAdmin(LineageVersionAdmin):
+    """Versions of a model written under the evidence gate (`beliefs.evidence`): each says whether it
+    was high-stakes and which instruction it relied on. The world model's and the goal model's."""
 
-    lineage_label = "world model"
-    revert_permission = REVERT_PERMISSION
-    what_label = "belief · field"
     list_display = ("number", "operation", "summary", "actor", "high_stakes", "reverted", "created_at")
     list_filter = ("operation", "high_stakes", "actor")
     search_fields = ("summary", "actor")
@@ -150,33 +129,19 @@ class WorldModelVersionAdmin(LineageVersionAdmin):
     )
     fields = readonly_fields
 
-    def describe_undo(self, number: int) -> dict[str, Any]:
-        return services.describe_undo(number)
-
-    def describe_restore(self, number: int) -> dict[str, Any]:
-        return services.describe_restore(number)
-
-    def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        return services.undo_version(number=number, principal=principal, expected_version=expected_version)
-
-    def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        return services.restore_version(number=number, principal=principal, expected_version=expected_version)
-
-    @admin.display(description="reverted")
-    def reverted(self, obj: WorldModelVersion) -> str:
-        return "yes" if services.WORLD_MODEL.is_reverted(obj) else ""
-
     @admin.display(description="evidence")
-    def evidence_shown(self, obj: WorldModelVersion) -> str:
-        if not obj.evidence_instruction_id:
-            return "—"
-        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
-        span = (obj.evidence or {}).get("span", "")
-        return format_html('instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, span)
+    def evidence_shown(self, obj: Any) -> str:
+        return instruction_link(obj.evidence_instruction_id, (obj.evidence or {}).get("span", ""))
 
-    @admin.display(description="what changed")
-    def diff(self, obj: WorldModelVersion) -> SafeString:
-        return diff_table(services.version_rows(obj), self.what_label)
+
+@admin.register(WorldModelVersion)
+class WorldModelVersionAdmin(GatedVersionAdmin):
+    """World-model versions on the shared lineage console: diff, undo and revert-to-here pages."""
+
+    lineage_label = "world model"
+    reverter = services.REVERTER
+    revert_permission = REVERT_PERMISSION
+    what_label = "belief · field"
 
 
 @admin.register(Instruction)

@@ -29,9 +29,18 @@ from beliefs.models import (
     stakes_of,
 )
 from operator_site.face.envelope import Refusal
-from operator_site.lineage import Committed, Draft, EntityChange, Image, Lineage, Plan, diff_images
+from operator_site.lineage import (
+    Committed,
+    EntityChange,
+    Image,
+    Lineage,
+    LineageRevertHandler,
+    Reverter,
+    diff_images,
+    notify_version,
+)
 from operator_site.models import Notification, Principal
-from operator_site.notifications import notify, unacknowledged_safety_notices
+from operator_site.notifications import unacknowledged_safety_notices
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope
 MAX_KEY_CHARS = 120
@@ -394,143 +403,19 @@ def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
 
 
 def _notify_write(committed: Committed, confirmation: Confirmation | None) -> Notification:
-    version = committed.version
-    body = [f"Version {version.number} (superseding {version.supersedes}), written by {version.actor}:", ""]
-    body += _notice_lines(committed.changes)
-    if confirmation:
-        row = confirmation.instruction
-        body += [
-            "",
-            f"Evidence: instruction #{row.id}, recorded by {row.actor} at "
-            f"{row.created_at:%Y-%m-%d %H:%M} UTC:",
-            f"  “{confirmation.span}”",
-        ]
-    body += ["", "If this is not what you meant, undo it: it is one tap away."]
-    notice, _ = notify(
-        kind="world_model_change",
-        title=f"World model v{version.number}: {version.summary}",
-        body="\n".join(body),
-        topic="world model",
-        safety=True,
-        subject_kind=SCOPE,
-        subject_id=version.number,
-    )
-    return notice
+    lines = _notice_lines(committed.changes)
+    return notify_version(WORLD_MODEL, SCOPE, committed, lines, confirmation=confirmation)
 
 
-def _notify_revert(committed: Committed) -> Notification:
-    version = committed.version
-    what = (
-        f"undid version {version.reverts_id}"
-        if version.operation == "undo"
-        else f"restored the state of version {version.restores_to}"
-    )
-    body = [f"Version {version.number}: {version.actor} {what}.", ""]
-    body += _notice_lines(committed.changes)
-    body += ["", "If this is not what you meant, undo this revert: it is one tap away."]
-    notice, _ = notify(
-        kind="world_model_revert",
-        title=f"World model v{version.number}: {version.summary}",
-        body="\n".join(body),
-        topic="world model",
-        safety=True,
-        subject_kind=SCOPE,
-        subject_id=version.number,
-    )
-    return notice
+def _notify_revert(committed: Committed, high_stakes: bool) -> Notification | None:
+    """Only a revert that touched a high-stakes belief is announced (as only such a write is)."""
+    if not high_stakes:
+        return None
+    closing = "If this is not what you meant, undo this revert: it is one tap away."
+    return notify_version(WORLD_MODEL, SCOPE, committed, _notice_lines(committed.changes), closing=closing)
 
 
-# --- reverting -------------------------------------------------------------------------------------
-def _commit_revert(draft: Draft, plan: Plan, principal: Principal) -> dict[str, Any]:
-    if not plan.changes:
-        raise Refusal(
-            "nothing_to_revert",
-            f"The world model already holds the state of version {plan.restores_to}; nothing was written.",
-            current_version=draft.base,
-        )
-    high = any(_is_high(c.entity) for c in plan.changes)
-    what = f"undo of v{plan.reverts.number}" if plan.reverts else f"restore to v{plan.restores_to}"
-    committed = WORLD_MODEL.commit_plan(
-        draft,
-        plan,
-        principal=principal,
-        summary=f"{what} (by {principal.name})",
-        fields={"high_stakes": high},
-    )
-    notice = _notify_revert(committed) if high else None
-    version = committed.version
-    return {
-        "ok": True,
-        "version": version.number,
-        "supersedes": version.supersedes,
-        "operation": version.operation,
-        "reverted_version": version.reverts_id,
-        "restored_to": version.restores_to,
-        "undid_versions": plan.undoes,
-        "changes": [_change_dict(c) for c in committed.changes],
-        "high_stakes": high,
-        "notification": notice.id if notice else None,
-    }
-
-
-def _refuse_others(plan: Plan, principal: Principal) -> None:
-    """An agent may only undo its own changes; humans may undo anyone's."""
-    if principal.is_human:
-        return
-    others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
-    if others:
-        raise Refusal(
-            "revert_not_own",
-            f"That would undo version(s) {', '.join(map(str, others))}, written by someone else. An agent "
-            "can only undo its own changes; the person can revert anything from the admin. Nothing was "
-            "written.",
-            versions=others,
-        )
-
-
-def undo_version(*, number: int, principal: Principal, expected_version: int | None = None) -> dict[str, Any]:
-    """Undo one version: the beliefs it touched go back to their exact pre-images, whatever was
-    written since on other beliefs. Refuses `revert_conflict` if a later version touched them."""
-    draft = WORLD_MODEL.begin(expected_version)
-    with WORLD_MODEL.stable(draft):
-        plan = WORLD_MODEL.plan_undo(WORLD_MODEL.get(number))
-        _refuse_others(plan, principal)
-        return _commit_revert(draft, plan, principal)
-
-
-def restore_version(
-    *, number: int, principal: Principal, expected_version: int | None = None
-) -> dict[str, Any]:
-    """Bring the whole world model back to its state at version `number` (itself a new version)."""
-    draft = WORLD_MODEL.begin(expected_version)
-    with WORLD_MODEL.stable(draft):
-        plan = WORLD_MODEL.plan_restore(number)
-        _refuse_others(plan, principal)
-        return _commit_revert(draft, plan, principal)
-
-
-def revert_world_model(
-    *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
-) -> dict[str, Any]:
-    """The tool's revert: without `to_version`, undo the caller's own most recent change that has
-    not been reverted; with it, restore the model to that version."""
-    if to_version is not None:
-        return restore_version(number=to_version, principal=principal, expected_version=expected_version)
-    draft = WORLD_MODEL.begin(expected_version)
-    with WORLD_MODEL.stable(draft):
-        target = WORLD_MODEL.last_unreverted(principal)
-        if target is None:
-            raise Refusal(
-                "nothing_to_revert",
-                f"{principal.name} has no world-model change that is not already reverted. This undoes "
-                "only your own changes; the person reverts anything from the admin.",
-                current_version=draft.base,
-            )
-        plan = WORLD_MODEL.plan_undo(target)
-        return _commit_revert(draft, plan, principal)
-
-
-# --- describing (admin pages, the one-tap link) ------------------------------------------------------
+# --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
 def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
     """Readable before/after rows: one per changed field of each belief."""
     rows = []
@@ -548,72 +433,32 @@ def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
     return rows
 
 
-def version_rows(version: WorldModelVersion) -> list[dict[str, Any]]:
-    """What a version did, as readable before/after rows."""
-    return _rows([EntityChange(c.entity, c.before, c.after) for c in WORLD_MODEL.changes_of(version)])
+REVERTER = Reverter(
+    WORLD_MODEL,
+    rows=_rows,
+    change_dict=_change_dict,
+    is_high=_is_high,
+    notify=_notify_revert,
+    undo_note=(
+        "The beliefs it touched go back to exactly what they were before version {number}; later versions "
+        "that changed other beliefs keep their changes."
+    ),
+    restore_noop_note="The model already holds the state of version {number}.",
+)
+# Undo one version, bring the whole world model back to a version, the revert tool (the caller's own
+# last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
+# (`operator_site.lineage.Reverter`), bound above to the world model's own parts.
+undo_version = REVERTER.undo
+restore_version = REVERTER.restore
+revert_world_model = REVERTER.revert
+describe_undo = REVERTER.describe_undo
+describe_restore = REVERTER.describe_restore
 
 
-def version_change_rows(change: WorldModelChange) -> list[dict[str, Any]]:
-    """What a version did to one belief, as readable before/after rows."""
-    return _rows([EntityChange(change.entity, change.before, change.after)])
-
-
-def describe_undo(number: int) -> dict[str, Any]:
-    """For a confirmation page: what undoing version `number` would change now, or why it cannot."""
-    try:
-        version = WORLD_MODEL.get(number)
-        plan = WORLD_MODEL.plan_undo(version)
-    except Refusal as refusal:
-        return {
-            "title": f"Undo version {number} of the world model",
-            "changes": [],
-            "note": refusal.reason,
-            "error": refusal.reason,
-            "refusal": refusal.as_result(),
-        }
-    return {
-        "title": f"Undo version {number}: {version.summary}",
-        "changes": _rows(plan.changes),
-        "note": (
-            f"The beliefs it touched go back to exactly what they were before version {number}; later "
-            "versions that changed other beliefs keep their changes."
-        ),
-        "current_version": WORLD_MODEL.current_version(),
-    }
-
-
-def describe_restore(number: int) -> dict[str, Any]:
-    """For a confirmation page: what bringing the model back to version `number` would change."""
-    try:
-        plan = WORLD_MODEL.plan_restore(number)
-    except Refusal as refusal:
-        return {"title": f"Revert to version {number}", "changes": [], "error": refusal.reason}
-    current = WORLD_MODEL.current_version()
-    out: dict[str, Any] = {
-        "title": f"Revert the world model to version {number}",
-        "changes": _rows(plan.changes),
-        "undoes": plan.undoes,
-        "current_version": current,
-        "note": (
-            f"Undoes the effect of version(s) {', '.join(map(str, plan.undoes))}."
-            if plan.undoes
-            else f"The model already holds the state of version {number}."
-        ),
-    }
-    if not plan.changes:
-        out["error"] = f"Nothing to revert: the world model already holds the state of version {number}."
-    return out
-
-
-class WorldModelRevertHandler:
+class WorldModelRevertHandler(LineageRevertHandler):
     """The one-tap link behind a world-model notice: undo the version the notice reports."""
 
-    def describe(self, subject_id: int) -> dict[str, Any]:
-        return describe_undo(subject_id)
-
-    def revert(self, subject_id: int, *, by: Principal) -> str:
-        result = undo_version(number=subject_id, principal=by)
-        return f"Undid version {subject_id} of the world model (now at version {result['version']})."
+    reverter = REVERTER
 
 
 # --- reading ----------------------------------------------------------------------------------------

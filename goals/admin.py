@@ -11,66 +11,25 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Count, Q
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from beliefs.admin import GatedItemAdmin, GatedVersionAdmin
 from goals import goal_model
 from goals.models import DecisionLogEntry, Goal, GoalModelItem, GoalModelVersion, Priority, Project, Task
 from operator_site.admin import ReadOnlyAdmin
-from operator_site.lineage_admin import LineageVersionAdmin, diff_table
+from operator_site.lineage_admin import history_table
 
 
 # --- the goal model ----------------------------------------------------------------------------------
-class GoalModelItemAdmin(ReadOnlyAdmin):
+class GoalModelItemAdmin(GatedItemAdmin):
     """Shared by goals, priorities and projects: read-only, provenance, evidence and history."""
 
     kind: goal_model.ItemKind
 
-    @admin.display(description="source")
-    def source(self, obj: GoalModelItem) -> str:
-        return f"{obj.source_name} ({obj.source_kind})"
-
-    @admin.display(description="evidence")
-    def evidence(self, obj: GoalModelItem) -> str:
-        if not obj.evidence_instruction_id:
-            return "—"
-        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
-        return format_html(
-            'instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, obj.evidence_span
-        )
-
     @admin.display(description="history (every version that changed it)")
     def history(self, obj: GoalModelItem) -> SafeString:
-        rows = []
-        for change in goal_model.GOAL_MODEL.history(goal_model.entity_of(self.kind, obj.pk)):
-            version = change.version
-            url = reverse("admin:goals_goalmodelversion_change", args=[version.number])
-            for diff in goal_model.version_change_rows(change):
-                rows.append(
-                    (
-                        url,
-                        version.number,
-                        version.operation,
-                        version.actor,
-                        diff["what"],
-                        diff["before"] or "—",
-                        diff["after"] or "—",
-                        version.created_at,
-                    )
-                )
-        if not rows:
-            return format_html("<p>{}</p>", "No recorded changes.")
-        body = format_html_join(
-            "",
-            '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td><del>{}</del></td>'
-            "<td><ins>{}</ins></td><td>{}</td></tr>",
-            rows,
-        )
-        return format_html(
-            "<table><thead><tr><th>version</th><th>operation</th><th>by</th><th>field</th><th>before</th>"
-            "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
-            body,
-        )
+        return history_table(goal_model.REVERTER, goal_model.entity_of(self.kind, obj.pk))
 
 
 @admin.register(Goal)
@@ -167,58 +126,11 @@ class ProjectAdmin(GoalModelItemAdmin):
 
 
 @admin.register(GoalModelVersion)
-class GoalModelVersionAdmin(LineageVersionAdmin):
+class GoalModelVersionAdmin(GatedVersionAdmin):
     lineage_label = "goal model"
+    reverter = goal_model.REVERTER
     revert_permission = "goals.revert_goal_model"
     what_label = "goal, priority or project · field"
-    list_display = ("number", "operation", "summary", "actor", "high_stakes", "reverted", "created_at")
-    list_filter = ("operation", "high_stakes", "actor")
-    search_fields = ("summary", "actor")
-    date_hierarchy = "created_at"
-    readonly_fields = (
-        "number",
-        "supersedes",
-        "operation",
-        "summary",
-        "actor",
-        "created_at",
-        "reverts",
-        "restores_to",
-        "high_stakes",
-        "evidence_shown",
-        "diff",
-    )
-    fields = readonly_fields
-
-    @admin.display(description="reverted")
-    def reverted(self, obj: GoalModelVersion) -> str:
-        return "yes" if goal_model.GOAL_MODEL.is_reverted(obj) else ""
-
-    @admin.display(description="evidence")
-    def evidence_shown(self, obj: GoalModelVersion) -> str:
-        if not obj.evidence_instruction_id:
-            return "—"
-        url = reverse("admin:beliefs_instruction_change", args=[obj.evidence_instruction_id])
-        span = (obj.evidence or {}).get("span", "")
-        return format_html('instruction <a href="{}">#{}</a>: “{}”', url, obj.evidence_instruction_id, span)
-
-    @admin.display(description="what changed")
-    def diff(self, obj: GoalModelVersion) -> SafeString:
-        return diff_table(goal_model.version_rows(obj), self.what_label)
-
-    def describe_undo(self, number: int) -> dict[str, Any]:
-        return goal_model.describe_undo(number)
-
-    def describe_restore(self, number: int) -> dict[str, Any]:
-        return goal_model.describe_restore(number)
-
-    def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        return goal_model.undo_version(number=number, principal=principal, expected_version=expected_version)
-
-    def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        return goal_model.restore_version(
-            number=number, principal=principal, expected_version=expected_version
-        )
 
 
 # --- the board and the log ------------------------------------------------------------------------------

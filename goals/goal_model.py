@@ -48,9 +48,19 @@ from django.utils import timezone
 from beliefs.evidence import Binding, Confirmation, check_confirmation, record_confirmation_use
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
 from operator_site.face.envelope import Refusal
-from operator_site.lineage import Committed, Draft, EntityChange, Image, Lineage, Plan, diff_images
+from operator_site.lineage import (
+    Committed,
+    EntityChange,
+    Image,
+    Lineage,
+    LineageRevertHandler,
+    Plan,
+    Reverter,
+    diff_images,
+    notify_version,
+)
 from operator_site.models import Notification, Principal
-from operator_site.notifications import notify, unacknowledged_safety_notices
+from operator_site.notifications import unacknowledged_safety_notices
 
 SCOPE = "goal_model"  # notification subject kind, confirmation-use scope
 MAX_CHANGES = 50
@@ -1039,170 +1049,12 @@ def _evidence(confirmation: Confirmation | None) -> dict[str, Any] | None:
 
 # --- notices ---------------------------------------------------------------------------------------
 def _notify(committed: Committed, confirmation: Confirmation | None) -> Notification:
-    version = committed.version
-    if version.operation == "change":
-        kind, opening = (
-            "goal_model_change",
-            f"Version {version.number} (superseding {version.supersedes}), written by {version.actor}:",
-        )
-    else:
-        what = (
-            f"undid version {version.reverts_id}"
-            if version.operation == "undo"
-            else f"restored the state of version {version.restores_to}"
-        )
-        kind, opening = "goal_model_revert", f"Version {version.number}: {version.actor} {what}."
-    body = [opening, ""]
+    """Every version — a change or a revert, whatever its stakes — notifies the person."""
+    lines = []
     for row in _rows(committed.changes):
         marker = "HIGH-STAKES " if row["stakes"] == "high" else ""
-        body.append(f"- {marker}{row['what']}: {row['before'] or '—'} → {row['after'] or '—'}")
-    if confirmation:
-        row_ = confirmation.instruction
-        body += [
-            "",
-            f"Evidence: instruction #{row_.id}, recorded by {row_.actor} at "
-            f"{row_.created_at:%Y-%m-%d %H:%M} UTC:",
-            f"  “{confirmation.span}”",
-        ]
-    body += ["", "If this is not what you meant, undo it: it is one tap away."]
-    notice, _ = notify(
-        kind=kind,
-        title=f"Goal model v{version.number}: {version.summary}",
-        body="\n".join(body),
-        topic="goal model",
-        safety=True,
-        subject_kind=SCOPE,
-        subject_id=version.number,
-    )
-    return notice
-
-
-# --- reverting -------------------------------------------------------------------------------------
-def _refuse_others(plan: Plan, principal: Principal) -> None:
-    """An agent may only undo its own changes; the person may undo anyone's."""
-    if principal.is_human:
-        return
-    others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
-    if others:
-        raise Refusal(
-            "revert_not_own",
-            f"That would undo version(s) {', '.join(map(str, others))}, written by someone else. An agent "
-            "can only undo its own changes; the person can revert anything from the admin. Nothing was "
-            "written.",
-            versions=others,
-        )
-
-
-def _refuse_dangling(plan: Plan) -> None:
-    """A revert that would take away a goal a present project still links to (linked by a version
-    the revert does not undo) is a conflict: refuse rather than leave a dangling link."""
-    absent = {
-        split_entity(c.entity)[1] for c in plan.changes if c.entity.startswith("goal/") and c.after is None
-    }
-    if not absent:
-        return
-    planned = {split_entity(c.entity)[1]: c.after for c in plan.changes if c.entity.startswith("project/")}
-    linked = {
-        p for p in Project.objects.filter(goal__in=absent).values_list("id", flat=True) if p not in planned
-    }
-    linked |= {p for p, after in planned.items() if after is not None and after.get("goal") in absent}
-    if not linked:
-        return
-    versions = sorted(
-        set(
-            GOAL_MODEL.change_model.objects.filter(
-                entity__in=[entity_of(PROJECT, p) for p in linked]
-            ).values_list("version_id", flat=True)
-        )
-    )
-    raise Refusal(
-        "revert_conflict",
-        f"That would take away goal(s) {', '.join(f'#{g}' for g in sorted(absent))} while project(s) "
-        f"{', '.join(f'#{p}' for p in sorted(linked))} still link to them (written by version(s) "
-        f"{', '.join(map(str, versions))}). Unlink or undo those first, or revert to a version as a "
-        "whole. Nothing was written.",
-        projects=sorted(linked),
-        versions=versions,
-    )
-
-
-def _commit_revert(draft: Draft, plan: Plan, principal: Principal) -> dict[str, Any]:
-    if not plan.changes:
-        raise Refusal(
-            "nothing_to_revert",
-            f"The goal model already holds the state of version {plan.restores_to}; nothing was written.",
-            current_version=draft.base,
-        )
-    _refuse_dangling(plan)
-    high = any(is_high_stakes(c.entity) for c in plan.changes)
-    what = f"undo of v{plan.reverts.number}" if plan.reverts else f"restore to v{plan.restores_to}"
-    committed = GOAL_MODEL.commit_plan(
-        draft,
-        plan,
-        principal=principal,
-        summary=f"{what} (by {principal.name})",
-        fields={"high_stakes": high},
-    )
-    verify_consistency()
-    notice = _notify(committed, None)
-    version = committed.version
-    return {
-        "ok": True,
-        "version": version.number,
-        "supersedes": version.supersedes,
-        "operation": version.operation,
-        "reverted_version": version.reverts_id,
-        "restored_to": version.restores_to,
-        "undid_versions": plan.undoes,
-        "changes": [_change_dict(c) for c in committed.changes],
-        "high_stakes": high,
-        "notification": notice.id,
-    }
-
-
-@transaction.atomic
-def undo_version(*, number: int, principal: Principal, expected_version: int | None = None) -> dict[str, Any]:
-    """Undo one version: every entity it touched goes back to its exact pre-image, whatever was
-    written since on other entities. Refuses `revert_conflict` if a later version touched them."""
-    draft = GOAL_MODEL.begin(expected_version)
-    with GOAL_MODEL.stable(draft):
-        plan = GOAL_MODEL.plan_undo(GOAL_MODEL.get(number))
-        _refuse_others(plan, principal)
-        return _commit_revert(draft, plan, principal)
-
-
-@transaction.atomic
-def restore_version(
-    *, number: int, principal: Principal, expected_version: int | None = None
-) -> dict[str, Any]:
-    """Bring the whole goal model back to its state at version `number` (itself a new version)."""
-    draft = GOAL_MODEL.begin(expected_version)
-    with GOAL_MODEL.stable(draft):
-        plan = GOAL_MODEL.plan_restore(number)
-        _refuse_others(plan, principal)
-        return _commit_revert(draft, plan, principal)
-
-
-@transaction.atomic
-def revert_goal_model(
-    *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
-) -> dict[str, Any]:
-    """The tool's revert: without `to_version`, undo the caller's own most recent change that has
-    not been reverted; with it, restore the goal model to that version."""
-    if to_version is not None:
-        return restore_version(number=to_version, principal=principal, expected_version=expected_version)
-    draft = GOAL_MODEL.begin(expected_version)
-    with GOAL_MODEL.stable(draft):
-        target = GOAL_MODEL.last_unreverted(principal)
-        if target is None:
-            raise Refusal(
-                "nothing_to_revert",
-                f"{principal.name} has no goal-model change that is not already reverted. This undoes "
-                "only your own changes; the person reverts anything from the admin.",
-                current_version=draft.base,
-            )
-        plan = GOAL_MODEL.plan_undo(target)
-        return _commit_revert(draft, plan, principal)
+        lines.append(f"- {marker}{row['what']}: {row['before'] or '—'} → {row['after'] or '—'}")
+    return notify_version(GOAL_MODEL, SCOPE, committed, lines, confirmation=confirmation)
 
 
 # --- describing (answers, notices, admin pages, the one-tap link) -------------------------------------
@@ -1298,72 +1150,73 @@ def _change_dict(change: EntityChange) -> dict[str, Any]:
     }
 
 
-def version_rows(version: GoalModelVersion) -> list[dict[str, Any]]:
-    """What a version did, as readable before/after rows."""
-    return _rows([EntityChange(c.entity, c.before, c.after) for c in GOAL_MODEL.changes_of(version)])
-
-
-def version_change_rows(change: GoalModelChange) -> list[dict[str, Any]]:
-    """What a version did to one entity, as readable before/after rows."""
-    return _rows([EntityChange(change.entity, change.before, change.after)])
-
-
-def describe_undo(number: int) -> dict[str, Any]:
-    """For a confirmation page: what undoing version `number` would change now, or why it cannot."""
-    try:
-        version = GOAL_MODEL.get(number)
-        plan = GOAL_MODEL.plan_undo(version)
-        _refuse_dangling(plan)
-    except Refusal as refusal:
-        return {
-            "title": f"Undo version {number} of the goal model",
-            "changes": [],
-            "note": refusal.reason,
-            "error": refusal.reason,
-            "refusal": refusal.as_result(),
-        }
-    return {
-        "title": f"Undo version {number}: {version.summary}",
-        "changes": _rows(plan.changes),
-        "note": (
-            f"What it touched goes back to exactly what it was before version {number}; later versions "
-            "that changed other goals, priorities or projects keep their changes."
-        ),
-        "current_version": GOAL_MODEL.current_version(),
+# --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
+def _refuse_dangling(plan: Plan) -> None:
+    """A revert that would take away a goal a present project still links to (linked by a version
+    the revert does not undo) is a conflict: refuse rather than leave a dangling link."""
+    absent = {
+        split_entity(c.entity)[1] for c in plan.changes if c.entity.startswith("goal/") and c.after is None
     }
-
-
-def describe_restore(number: int) -> dict[str, Any]:
-    """For a confirmation page: what bringing the goal model back to version `number` would change."""
-    try:
-        plan = GOAL_MODEL.plan_restore(number)
-    except Refusal as refusal:
-        return {"title": f"Revert to version {number}", "changes": [], "error": refusal.reason}
-    out: dict[str, Any] = {
-        "title": f"Revert the goal model to version {number}",
-        "changes": _rows(plan.changes),
-        "undoes": plan.undoes,
-        "current_version": GOAL_MODEL.current_version(),
-        "note": (
-            f"Undoes the effect of version(s) {', '.join(map(str, plan.undoes))}."
-            if plan.undoes
-            else f"The goal model already holds the state of version {number}."
-        ),
+    if not absent:
+        return
+    planned = {split_entity(c.entity)[1]: c.after for c in plan.changes if c.entity.startswith("project/")}
+    linked = {
+        p for p in Project.objects.filter(goal__in=absent).values_list("id", flat=True) if p not in planned
     }
-    if not plan.changes:
-        out["error"] = f"Nothing to revert: the goal model already holds the state of version {number}."
-    return out
+    linked |= {p for p, after in planned.items() if after is not None and after.get("goal") in absent}
+    if not linked:
+        return
+    versions = sorted(
+        set(
+            GOAL_MODEL.change_model.objects.filter(
+                entity__in=[entity_of(PROJECT, p) for p in linked]
+            ).values_list("version_id", flat=True)
+        )
+    )
+    raise Refusal(
+        "revert_conflict",
+        f"That would take away goal(s) {', '.join(f'#{g}' for g in sorted(absent))} while project(s) "
+        f"{', '.join(f'#{p}' for p in sorted(linked))} still link to them (written by version(s) "
+        f"{', '.join(map(str, versions))}). Unlink or undo those first, or revert to a version as a "
+        "whole. Nothing was written.",
+        projects=sorted(linked),
+        versions=versions,
+    )
 
 
-class GoalModelRevertHandler:
+def _notify_revert(committed: Committed, high_stakes: bool) -> Notification:
+    """Every revert is announced, whatever its stakes (as every goal-model write is)."""
+    return _notify(committed, None)
+
+
+REVERTER = Reverter(
+    GOAL_MODEL,
+    rows=_rows,
+    change_dict=_change_dict,
+    is_high=is_high_stakes,
+    notify=_notify_revert,
+    undo_note=(
+        "What it touched goes back to exactly what it was before version {number}; later versions that "
+        "changed other goals, priorities or projects keep their changes."
+    ),
+    check_plan=_refuse_dangling,
+    verify=verify_consistency,
+    savepoint=True,  # like every write of the goal model: a Refusal leaves nothing written
+)
+# Undo one version, bring the whole goal model back to a version, the revert tool (the caller's own
+# last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
+# (`operator_site.lineage.Reverter`), bound above to the goal model's own parts.
+undo_version = REVERTER.undo
+restore_version = REVERTER.restore
+revert_goal_model = REVERTER.revert
+describe_undo = REVERTER.describe_undo
+describe_restore = REVERTER.describe_restore
+
+
+class GoalModelRevertHandler(LineageRevertHandler):
     """The one-tap link behind a goal-model notice: undo the version the notice reports."""
 
-    def describe(self, subject_id: int) -> dict[str, Any]:
-        return describe_undo(subject_id)
-
-    def revert(self, subject_id: int, *, by: Principal) -> str:
-        result = undo_version(number=subject_id, principal=by)
-        return f"Undid version {subject_id} of the goal model (now at version {result['version']})."
+    reverter = REVERTER
 
 
 # --- reading (the context packet, answers, the admin) ------------------------------------------------
@@ -1529,6 +1382,7 @@ def resolve_link(kind_name: str, target: int | str) -> GoalModelItem:
 
 __all__ = [
     "GOAL_MODEL",
+    "REVERTER",
     "SCOPE",
     "GoalModelRevertHandler",
     "apply_goal_change",

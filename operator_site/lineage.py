@@ -108,21 +108,71 @@ a lost race an IntegrityError on the second insert under PostgreSQL's READ COMMI
 the first writer's commit, then fails) and impossible under SQLite's IMMEDIATE transactions (they
 serialise writers; a stale ``expected_version`` is still caught by ``begin``). Nothing here keeps
 state in process memory.
+
+Reverting, and showing what a revert would do (written once: `Reverter`)
+========================================================================
+
+An app binds its lineage once with the parts that are its own, e.g. the goal model::
+
+    REVERTER = Reverter(GOAL_MODEL, rows=_rows, change_dict=_change_dict, is_high=is_high_stakes,
+                        notify=_notify_revert, undo_note="... before version {number} ...",
+                        check_plan=_refuse_dangling, verify=verify_consistency, savepoint=True)
+
+- ``rows(changes) -> [{"what", "before", "after", "stakes"}]``: readable rows (admin diffs,
+  confirmation pages, the history of an entity); ``change_dict(change)``: one change as a tool's
+  answer shows it; ``is_high(entity)``: its stakes (a revert records ``high_stakes`` on the version
+  model, which must have that column); ``notify(committed, high_stakes) -> Notification | None``:
+  the notice after a revert (the world model announces only high-stakes ones, the goal model all);
+  ``undo_note``: what an undo does, for its confirmation page; ``restore_noop_note``: what the
+  page of a restore says when there is nothing to undo (``{label}``, ``{number}``).
+- Optional: ``check_plan(plan)`` refuses a plan with a ``Refusal`` (the goal model: an undo may not
+  take away a goal a project still links to), on an undo's page and before any revert is
+  committed; ``verify()`` checks invariants after a revert is applied (inside the write, so a
+  violation rolls it back); ``savepoint=True`` runs each undo/restore/revert in a savepoint of its
+  own (the goal model's rule for every write).
+
+``reverter.undo(*, number, principal, expected_version=None)``
+    Undo one version (``lineage.plan_undo``). An agent may only undo its own versions
+    (``revert_not_own``); the person may undo anyone's.
+``reverter.restore(*, number, principal, expected_version=None)``
+    Bring the whole model back to version ``number`` (``lineage.plan_restore``), same rule;
+    ``nothing_to_revert`` if it already holds that state.
+``reverter.revert(*, principal, to_version=None, expected_version=None)``
+    A revert tool: with ``to_version``, ``restore``; without, undo the caller's own most recent
+    change that is not reverted (``nothing_to_revert`` if there is none).
+    All three answer ``{ok, version, supersedes, operation, reverted_version, restored_to,
+    undid_versions, changes, high_stakes, notification}``; a revert is itself a version.
+``reverter.describe_undo(number)`` / ``reverter.describe_restore(number)``
+    For a confirmation page (the admin, the one-tap link): ``{title, changes (rows), note,
+    current_version, ...}``, or ``error`` (and, for an undo, ``refusal``) when it cannot be done.
+``reverter.version_rows(version)`` / ``reverter.change_rows(change)``
+    What a version did (to one entity), as rows.
+``LineageRevertHandler``
+    The one-tap link of a notice (``operator_site.notifications.RevertHandler``): subclass it and
+    set ``reverter``; it describes and undoes the version the notice reports.
+``notify_version(lineage, scope, committed, lines, *, confirmation=None, closing=UNDO_IT)``
+    The safety notice of a version, change or revert (kind ``<scope>_change`` / ``<scope>_revert``,
+    subject ``scope`` and the version number, so it carries the one-tap link): who did what, the
+    app's ``lines``, the evidence a change relied on, ``closing``.
+
+The admin side is `operator_site.lineage_admin`: ``LineageVersionAdmin`` (set ``reverter``) and
+``history_table(reverter, entity)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
-from operator_site.models import AppendOnlyModel, Principal
+from operator_site.models import AppendOnlyModel, Notification, Principal
+from operator_site.notifications import notify
 
 Image = dict[str, Any]
 
@@ -557,3 +607,252 @@ def diff_images(
         for f in fields
         if before.get(f) != after.get(f)
     ]
+
+
+# --- notices ----------------------------------------------------------------------------------------
+UNDO_IT = "If this is not what you meant, undo it: it is one tap away."
+
+
+def notify_version(
+    lineage: Lineage,
+    scope: str,
+    committed: Committed,
+    lines: Sequence[str],
+    *,
+    confirmation: Any = None,
+    closing: str = UNDO_IT,
+) -> Notification:
+    """The safety notice of one version — a change or a revert — carrying the one-tap revert link
+    (subject ``scope``/version number): who did what, the app's ``lines`` (what changed), the
+    ``confirmation`` it relied on (a `beliefs.evidence.Confirmation`: instruction and quoted span),
+    then ``closing``. Kind ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>"."""
+    version = committed.version
+    if version.operation == Operation.CHANGE:
+        kind = f"{scope}_change"
+        opening = f"Version {version.number} (superseding {version.supersedes}), written by {version.actor}:"
+    else:
+        kind = f"{scope}_revert"
+        what = (
+            f"undid version {version.reverts_id}"
+            if version.operation == Operation.UNDO
+            else f"restored the state of version {version.restores_to}"
+        )
+        opening = f"Version {version.number}: {version.actor} {what}."
+    body = [opening, "", *lines]
+    if confirmation:
+        row = confirmation.instruction
+        body += [
+            "",
+            f"Evidence: instruction #{row.id}, recorded by {row.actor} at "
+            f"{row.created_at:%Y-%m-%d %H:%M} UTC:",
+            f"  “{confirmation.span}”",
+        ]
+    body += ["", closing]
+    notice, _ = notify(
+        kind=kind,
+        title=f"{lineage.label[:1].upper()}{lineage.label[1:]} v{version.number}: {version.summary}",
+        body="\n".join(body),
+        topic=lineage.label,
+        safety=True,
+        subject_kind=scope,
+        subject_id=version.number,
+    )
+    return notice
+
+
+# --- reverting, and what a revert would do ------------------------------------------------------------
+Rows = list[dict[str, Any]]
+
+
+def _no_check(plan: Plan) -> None:
+    return None
+
+
+def _nothing_to_verify() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Reverter:
+    """Undo one version, bring the model back to a version, "undo my last change", and describe
+    either for a confirmation page: the same for every lineage, written once. An app binds one
+    with what is its own (see the module docstring)."""
+
+    lineage: Lineage
+    rows: Callable[[Sequence[EntityChange]], Rows]  # readable rows {"what", "before", "after", "stakes"}
+    change_dict: Callable[[EntityChange], dict[str, Any]]  # one change, as a tool's answer shows it
+    is_high: Callable[[str], bool]  # is this entity high-stakes
+    notify: Callable[[Committed, bool], Notification | None]  # the notice after a revert (or None)
+    undo_note: str  # the confirmation page of an undo, what happens: "... before version {number} ..."
+    restore_noop_note: str = "The {label} already holds the state of version {number}."
+    check_plan: Callable[[Plan], None] = _no_check  # raise Refusal to refuse a plan (before committing)
+    verify: Callable[[], None] = _nothing_to_verify  # invariants checked after a revert is applied
+    savepoint: bool = False  # run each undo / restore / revert in a savepoint of its own
+
+    # --- acting ---------------------------------------------------------------------------------------
+    def undo(
+        self, *, number: int, principal: Principal, expected_version: int | None = None
+    ) -> dict[str, Any]:
+        """Undo one version: what it touched goes back to its exact pre-image."""
+        with self._atomic():
+            draft = self.lineage.begin(expected_version)
+            with self.lineage.stable(draft):
+                plan = self.lineage.plan_undo(self.lineage.get(number))
+                self.refuse_others(plan, principal)
+                return self._commit(draft, plan, principal)
+
+    def restore(
+        self, *, number: int, principal: Principal, expected_version: int | None = None
+    ) -> dict[str, Any]:
+        """Bring the whole model back to its state at version `number` (itself a new version)."""
+        with self._atomic():
+            draft = self.lineage.begin(expected_version)
+            with self.lineage.stable(draft):
+                plan = self.lineage.plan_restore(number)
+                self.refuse_others(plan, principal)
+                return self._commit(draft, plan, principal)
+
+    def revert(
+        self, *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
+    ) -> dict[str, Any]:
+        """A revert tool: without `to_version`, undo the caller's own most recent change that has not
+        been reverted; with it, `restore` that version."""
+        with self._atomic():
+            if to_version is not None:
+                return self.restore(number=to_version, principal=principal, expected_version=expected_version)
+            draft = self.lineage.begin(expected_version)
+            with self.lineage.stable(draft):
+                target = self.lineage.last_unreverted(principal)
+                if target is None:
+                    raise Refusal(
+                        "nothing_to_revert",
+                        f"{principal.name} has no {self.lineage.label.replace(' ', '-')} change that is not "
+                        "already reverted. This undoes only your own changes; the person reverts anything "
+                        "from the admin.",
+                        current_version=draft.base,
+                    )
+                plan = self.lineage.plan_undo(target)
+                return self._commit(draft, plan, principal)
+
+    @staticmethod
+    def refuse_others(plan: Plan, principal: Principal) -> None:
+        """An agent may only undo its own changes; the person may undo anyone's."""
+        if principal.is_human:
+            return
+        others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
+        if others:
+            raise Refusal(
+                "revert_not_own",
+                f"That would undo version(s) {', '.join(map(str, others))}, written by someone else. An "
+                "agent can only undo its own changes; the person can revert anything from the admin. "
+                "Nothing was written.",
+                versions=others,
+            )
+
+    def _atomic(self) -> AbstractContextManager[Any]:
+        return transaction.atomic() if self.savepoint else nullcontext()
+
+    def _commit(self, draft: Draft, plan: Plan, principal: Principal) -> dict[str, Any]:
+        if not plan.changes:
+            raise Refusal(
+                "nothing_to_revert",
+                f"The {self.lineage.label} already holds the state of version {plan.restores_to}; nothing "
+                "was written.",
+                current_version=draft.base,
+            )
+        self.check_plan(plan)
+        high = any(self.is_high(c.entity) for c in plan.changes)
+        what = f"undo of v{plan.reverts.number}" if plan.reverts else f"restore to v{plan.restores_to}"
+        committed = self.lineage.commit_plan(
+            draft,
+            plan,
+            principal=principal,
+            summary=f"{what} (by {principal.name})",
+            fields={"high_stakes": high},
+        )
+        self.verify()
+        notice = self.notify(committed, high)
+        version = committed.version
+        return {
+            "ok": True,
+            "version": version.number,
+            "supersedes": version.supersedes,
+            "operation": version.operation,
+            "reverted_version": version.reverts_id,
+            "restored_to": version.restores_to,
+            "undid_versions": plan.undoes,
+            "changes": [self.change_dict(c) for c in committed.changes],
+            "high_stakes": high,
+            "notification": notice.id if notice else None,
+        }
+
+    # --- describing (admin pages, the one-tap link) ---------------------------------------------------
+    def version_rows(self, version: VersionRecord) -> Rows:
+        """What a version did, as readable before/after rows."""
+        changes = self.lineage.changes_of(version)
+        return self.rows([EntityChange(c.entity, c.before, c.after) for c in changes])
+
+    def change_rows(self, change: ChangeRecord) -> Rows:
+        """What a version did to one entity, as readable before/after rows."""
+        return self.rows([EntityChange(change.entity, change.before, change.after)])
+
+    def describe_undo(self, number: int) -> dict[str, Any]:
+        """For a confirmation page: what undoing version `number` would change now, or why it cannot."""
+        try:
+            version = self.lineage.get(number)
+            plan = self.lineage.plan_undo(version)
+            self.check_plan(plan)
+        except Refusal as refusal:
+            return {
+                "title": f"Undo version {number} of the {self.lineage.label}",
+                "changes": [],
+                "note": refusal.reason,
+                "error": refusal.reason,
+                "refusal": refusal.as_result(),
+            }
+        return {
+            "title": f"Undo version {number}: {version.summary}",
+            "changes": self.rows(plan.changes),
+            "note": self.undo_note.format(number=number),
+            "current_version": self.lineage.current_version(),
+        }
+
+    def describe_restore(self, number: int) -> dict[str, Any]:
+        """For a confirmation page: what bringing the model back to version `number` would change."""
+        try:
+            plan = self.lineage.plan_restore(number)
+        except Refusal as refusal:
+            return {"title": f"Revert to version {number}", "changes": [], "error": refusal.reason}
+        out: dict[str, Any] = {
+            "title": f"Revert the {self.lineage.label} to version {number}",
+            "changes": self.rows(plan.changes),
+            "undoes": plan.undoes,
+            "current_version": self.lineage.current_version(),
+            "note": (
+                f"Undoes the effect of version(s) {', '.join(map(str, plan.undoes))}."
+                if plan.undoes
+                else self.restore_noop_note.format(label=self.lineage.label, number=number)
+            ),
+        }
+        if not plan.changes:
+            out["error"] = (
+                f"Nothing to revert: the {self.lineage.label} already holds the state of version {number}."
+            )
+        return out
+
+
+class LineageRevertHandler:
+    """The one-tap link behind a notice (`operator_site.notifications.RevertHandler`): undo the
+    version the notice reports. Subclass it and set `reverter`."""
+
+    reverter: Reverter
+
+    def describe(self, subject_id: int) -> dict[str, Any]:
+        return self.reverter.describe_undo(subject_id)
+
+    def revert(self, subject_id: int, *, by: Principal) -> str:
+        result = self.reverter.undo(number=subject_id, principal=by)
+        return (
+            f"Undid version {subject_id} of the {self.reverter.lineage.label} (now at version "
+            f"{result['version']})."
+        )

@@ -6,9 +6,11 @@ the page showed (`expected_version`), so a double click or a stale page is refus
 current diff — and records which human did it. A staff login not linked to a human principal (or
 without the model's revert permission) can look but not act.
 
-The same approach as the world model's console (`beliefs.admin`), written once for reuse: a model
-subclasses `LineageVersionAdmin`, names its label and permission, and provides four hooks (describe
-and perform, for undo and restore). The goal model uses it (`goals.admin`)."""
+Written once for every versioned model (the world model, `beliefs.admin`; the goal model,
+`goals.admin`): a model subclasses `LineageVersionAdmin`, names its label and permission and sets
+`reverter` (its `operator_site.lineage.Reverter`), which gives the four hooks (describe and perform,
+for undo and restore) and two columns, `diff` (what changed, readable) and `reverted`. An entity's
+admin page shows every version that changed it with `history_table`."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from django.utils.safestring import SafeString
 
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.face.envelope import Refusal
+from operator_site.lineage import Reverter, VersionRecord
 from operator_site.views import human_principal
 
 
@@ -46,6 +49,43 @@ def diff_table(rows: list[dict[str, Any]], what_label: str = "what · field") ->
     )
 
 
+def history_table(reverter: Reverter, entity: str) -> SafeString:
+    """Every version that changed one entity, oldest first: a row per changed field, linking to the
+    version's admin page. For an entity's own admin page."""
+    opts = reverter.lineage.version_model._meta
+    url_name = f"admin:{opts.app_label}_{opts.model_name}_change"
+    rows = []
+    for change in reverter.lineage.history(entity):
+        version = change.version
+        url = reverse(url_name, args=[version.number])
+        for diff in reverter.change_rows(change):
+            rows.append(
+                (
+                    url,
+                    version.number,
+                    version.operation,
+                    version.actor,
+                    diff["what"],
+                    diff["before"] or "—",
+                    diff["after"] or "—",
+                    version.created_at,
+                )
+            )
+    if not rows:
+        return format_html("<p>{}</p>", "No recorded changes.")
+    body = format_html_join(
+        "",
+        '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td><del>{}</del></td>'
+        "<td><ins>{}</ins></td><td>{}</td></tr>",
+        rows,
+    )
+    return format_html(
+        "<table><thead><tr><th>version</th><th>operation</th><th>by</th><th>field</th><th>before</th>"
+        "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
+        body,
+    )
+
+
 class LineageVersionAdmin(ReadOnlyAdmin):
     """Versions of one lineage: read-only, with undo / revert-to-here confirmation pages."""
 
@@ -54,20 +94,30 @@ class LineageVersionAdmin(ReadOnlyAdmin):
     lineage_label = "model"  # e.g. "goal model"
     revert_permission = ""  # e.g. "goals.revert_goal_model"
     what_label = "what · field"
+    reverter: Reverter  # the model's reverter, e.g. `goals.goal_model.REVERTER`
     actions = ("undo_selected", "revert_to_selected")
 
     # --- hooks --------------------------------------------------------------------------------------
     def describe_undo(self, number: int) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.reverter.describe_undo(number)
 
     def describe_restore(self, number: int) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.reverter.describe_restore(number)
 
     def perform_undo(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.reverter.undo(number=number, principal=principal, expected_version=expected_version)
 
     def perform_restore(self, *, number: int, principal: Any, expected_version: int) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.reverter.restore(number=number, principal=principal, expected_version=expected_version)
+
+    # --- columns ------------------------------------------------------------------------------------
+    @admin.display(description="reverted")
+    def reverted(self, obj: VersionRecord) -> str:
+        return "yes" if self.reverter.lineage.is_reverted(obj) else ""
+
+    @admin.display(description="what changed")
+    def diff(self, obj: VersionRecord) -> SafeString:
+        return diff_table(self.reverter.version_rows(obj), self.what_label)
 
     # --- urls and views -----------------------------------------------------------------------------
     def _url_name(self, action: str) -> str:
