@@ -161,6 +161,7 @@ class Notification(models.Model):
         DELIVERED = "delivered", "delivered"
         HELD = "held", "held by a directive"
         WITHDRAWN = "withdrawn", "withdrawn before delivery (no longer relevant)"
+        COALESCED = "coalesced", "coalesced into a digest (over the hourly cap of its kind)"
 
     kind = models.CharField(max_length=48, db_index=True)
     title = models.CharField(max_length=300)
@@ -191,6 +192,15 @@ class Notification(models.Model):
     revert_used_by = models.ForeignKey(
         Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # Over the hourly cap of its kind (OPERATOR_NOTIFY_CAP_PER_HOUR): the digest that carries it.
+    digest = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="coalesced_notices",
+        help_text="The digest this notice was coalesced into (it went over its kind's hourly cap).",
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -205,3 +215,37 @@ class Notification(models.Model):
     @property
     def revertible(self) -> bool:
         return bool(self.subject_kind) and self.subject_id is not None and self.revert_used_at is None
+
+
+class NotificationBudget(models.Model):
+    """How many notices of one kind went out in one clock hour (UTC): the hourly cap's counter.
+
+    A deliverer takes a slot with one conditional upsert (`notifications.take_slot`), so the cap
+    holds across processes and hosts; a notice that finds no slot is coalesced into the hour's
+    digest instead of being sent on its own (never dropped)."""
+
+    kind = models.CharField(max_length=48)
+    hour = models.BigIntegerField(help_text="Hours since the Unix epoch (UTC).")
+    used = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "hour"], name="notification_budget_once")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} @ hour {self.hour}: {self.used}"
+
+
+class RateCounter(models.Model):
+    """The per-token request rate limit's counter: requests of one principal in its current fixed
+    window. One row per principal, moved forward by one atomic upsert per request
+    (`operator_site/face/ratelimit.py`), so the limit holds across workers and hosts. On PostgreSQL
+    the table is UNLOGGED (no WAL flush per request; a crash forgets the current window's counts)."""
+
+    principal = models.OneToOneField(
+        Principal, on_delete=models.CASCADE, primary_key=True, related_name="rate_counter"
+    )
+    window_no = models.BigIntegerField(help_text="Unix time // OPERATOR_RATE_WINDOW_S.")
+    count = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"principal {self.principal_id}: {self.count} in window {self.window_no}"

@@ -16,6 +16,16 @@ undoing the change.
 - A revertible notice carries a signed, expiring link (`revert_url`). It opens a confirmation page
   for a logged-in person; the revert it performs is done by the handler the subject's app
   registered (`register_revert_handler`), and the link works once.
+- Flood cap: at most `OPERATOR_NOTIFY_CAP_PER_HOUR` notices of one kind go out on their own per
+  clock hour (UTC). A deliverer takes a slot with one conditional upsert on `NotificationBudget`
+  (`take_slot`), so the cap holds across processes. A notice that finds no slot is not sent and
+  not dropped: it is marked `coalesced` and linked to that hour's digest for its kind (one row,
+  kind `notice_digest`, due when the hour ends), which lists every coalesced notice — title, time
+  and, for a revertible one, its own one-tap revert link (the link of a coalesced notice works like
+  any other). Safety notices are capped too — an uncapped safety channel would let an agent bomb
+  the person's inbox with low-stakes goal-model edits, each of which sends one — but the first ones
+  of the hour go out at once, so the person is alerted immediately, and their digest is itself a
+  safety notice (never held by a directive). Digests are not capped (at most two per kind and hour).
 """
 
 from __future__ import annotations
@@ -27,25 +37,27 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import httpx2
 from django.conf import settings
 from django.core import signing
 from django.core.mail import send_mail
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from operator_site.models import Notification, Principal
+from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
 
 # Seconds to wait before the 1st, 2nd, ... retry; the last value repeats.
 RETRY_BACKOFF_S = (30, 120, 600, 3600, 6 * 3600)
 CLAIM_S = 120  # a claim older than this (a crashed deliverer) may be taken over
+DIGEST_KIND = "notice_digest"  # the hourly digest of the notices of one kind over the cap
+DIGEST_MAX_LINES = 200  # notices listed one by one in a digest; the rest are counted
 _REVERT_SALT = "operator.revert-link"
 
 
@@ -128,14 +140,18 @@ class DeliveryReport:
     held: list[int] = field(default_factory=list)
     released: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    coalesced: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[int]]:
-        return {
+        report = {
             "delivered": self.delivered,
             "held": self.held,
             "released": self.released,
             "failed": self.failed,
         }
+        if self.coalesced:  # only when the cap was reached: the common report keeps its shape
+            report["coalesced"] = self.coalesced
+        return report
 
 
 def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport:
@@ -159,8 +175,122 @@ def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport
             )
             report.held.append(notice_id)
             continue
+        if not _within_cap(notice, now) and _coalesce(notice, now):
+            report.coalesced.append(notice_id)
+            continue
+        if notice.kind == DIGEST_KIND:
+            notice = _seal_digest(notice)
         _send(notice, now, report)
     return report
+
+
+# --- the flood cap ---------------------------------------------------------------------------------
+def hour_of(now: datetime) -> int:
+    return int(now.timestamp()) // 3600
+
+
+_BUDGET = NotificationBudget._meta.db_table
+_TAKE_SLOT = (
+    f"INSERT INTO {_BUDGET} (kind, hour, used) VALUES (%s, %s, 1) "  # noqa: S608
+    f"ON CONFLICT (kind, hour) DO UPDATE SET used = {_BUDGET}.used + 1 WHERE {_BUDGET}.used < %s "
+    f"RETURNING used"
+)
+
+
+def take_slot(kind: str, now: datetime, cap: int | None = None) -> bool:
+    """Take one of the `cap` slots of `kind` in the clock hour of `now`; False when none is left.
+
+    One statement, atomic on both databases (PostgreSQL serialises upserts of one row, SQLite
+    serialises writers), so concurrent deliverers never send more than the cap between them."""
+    cap = settings.OPERATOR_NOTIFY_CAP_PER_HOUR if cap is None else cap
+    hour = hour_of(now)
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_SLOT, [kind[:48], hour, cap])
+        row = cursor.fetchone()
+    if row is not None and row[0] == 1:  # first notice of this kind this hour: forget old hours
+        NotificationBudget.objects.filter(kind=kind[:48], hour__lt=hour - 48).delete()
+    return row is not None
+
+
+def _within_cap(notice: Notification, now: datetime) -> bool:
+    """May this notice go out on its own? Takes a slot on its first attempt; a retry keeps the slot
+    its first attempt took; digests are never capped."""
+    if not settings.OPERATOR_NOTIFY_CAP_PER_HOUR or notice.kind == DIGEST_KIND:
+        return True
+    if notice.attempts or notice.channels:
+        return True
+    return take_slot(notice.kind, now)
+
+
+def digest_key(kind: str, safety: bool, now: datetime) -> str:
+    return f"digest:{kind[:48]}:{hour_of(now)}:{'safety' if safety else 'ordinary'}"
+
+
+def _coalesce(notice: Notification, now: datetime) -> bool:
+    """Link a notice over the cap to its kind's digest for this hour. Returns False (send it on its
+    own after all) only if that digest already went out — a clock-skew edge; never lost either way.
+
+    The digest's row is locked while the notice is linked, and a digest is only linked to while it
+    is still pending and untried: the deliverer that claims it (a conditional update on the same
+    row) waits for the link to commit, so every linked notice is in the digest it sends."""
+    hour = hour_of(now)
+    key = digest_key(notice.kind, notice.safety, now)
+    hour_end = datetime.fromtimestamp((hour + 1) * 3600, tz=UTC)
+    with transaction.atomic():
+        digest = Notification.objects.select_for_update().filter(dedupe_key=key).first()
+        if digest is None:
+            try:
+                with transaction.atomic():
+                    digest = Notification.objects.create(
+                        kind=DIGEST_KIND,
+                        title=f"Digest: more {notice.kind} notices than the hourly cap",
+                        safety=notice.safety,
+                        dedupe_key=key,
+                        next_attempt_at=hour_end,
+                    )
+            except IntegrityError:
+                digest = Notification.objects.select_for_update().get(dedupe_key=key)
+        if digest.state != Notification.State.PENDING or digest.attempts or digest.channels:
+            return False
+        Notification.objects.filter(id=notice.id).update(
+            state=Notification.State.COALESCED,
+            digest=digest,
+            claimed_until=None,
+            held_reason=f"over the cap of {settings.OPERATOR_NOTIFY_CAP_PER_HOUR} {notice.kind} "
+            f"notices an hour: in digest #{digest.id}"[:200],
+        )
+    return True
+
+
+def _seal_digest(digest: Notification) -> Notification:
+    """Before a digest's first attempt: write its title and body from the notices it carries."""
+    if digest.attempts or digest.channels:
+        return digest  # already (partly) sent with this text: retries send the same words
+    members = list(Notification.objects.filter(digest=digest).order_by("id"))
+    if not members:
+        return digest
+    kind = members[0].kind
+    first, last = members[0].created_at, members[-1].created_at
+    title = f"{len(members)} more {kind} notices ({first:%Y-%m-%d %H:%M} to {last:%H:%M} UTC), in one digest"
+    lines = [
+        f"More than {settings.OPERATOR_NOTIFY_CAP_PER_HOUR} {kind} notices came in one hour, so these "
+        f"{len(members)} were kept back and are listed here instead of being sent one by one.",
+        "",
+    ]
+    for member in members[:DIGEST_MAX_LINES]:
+        lines.append(f"- #{member.id} {member.created_at:%H:%M:%S} {member.title}")
+        url = revert_url(member)
+        if url:
+            lines.append(f"  Undo this change (one tap, asks you to confirm): {url}")
+    if len(members) > DIGEST_MAX_LINES:
+        lines += [
+            "",
+            f"… and {len(members) - DIGEST_MAX_LINES} more: see Notifications in the admin "
+            f"(state 'coalesced', digest #{digest.id}).",
+        ]
+    Notification.objects.filter(id=digest.id).update(title=title[:300], body="\n".join(lines))
+    digest.title, digest.body = title[:300], "\n".join(lines)
+    return digest
 
 
 def hold_reason(notice: Notification, now: datetime) -> str | None:

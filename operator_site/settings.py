@@ -74,6 +74,15 @@ OPERATOR_DB_THREADS = env.int("OPERATOR_DB_THREADS", default=8)
 OPERATOR_DB_INLINE = env.str("OPERATOR_DB_INLINE", default="auto").lower()
 if OPERATOR_DB_INLINE not in {"auto", "true", "false"}:
     raise ImproperlyConfigured("OPERATOR_DB_INLINE must be auto, true or false")
+# The per-token request rate limit on /mcp, enforced in the database (so it holds across workers and
+# hosts): at most OPERATOR_RATE_LIMIT requests per principal in each fixed window of
+# OPERATOR_RATE_WINDOW_S seconds; beyond it, HTTP 429 with Retry-After. 0 turns it off.
+OPERATOR_RATE_LIMIT = env.int("OPERATOR_RATE_LIMIT", default=1200)
+OPERATOR_RATE_WINDOW_S = env.int("OPERATOR_RATE_WINDOW_S", default=60)
+if OPERATOR_RATE_LIMIT < 0:
+    raise ImproperlyConfigured("OPERATOR_RATE_LIMIT must be 0 (off) or a positive number of requests")
+if not 1 <= OPERATOR_RATE_WINDOW_S <= 86400:
+    raise ImproperlyConfigured("OPERATOR_RATE_WINDOW_S must be between 1 and 86400")
 # The SDK can open an OpenTelemetry span per MCP message; off unless you export traces.
 OPERATOR_OPENTELEMETRY = _strict_bool("OPERATOR_OPENTELEMETRY", False)
 
@@ -189,6 +198,12 @@ OPERATOR_PUBLIC_URL = env.str("OPERATOR_PUBLIC_URL", default="http://127.0.0.1:8
 OPERATOR_DELIVERY = env.str("OPERATOR_DELIVERY", default="background").lower()
 if OPERATOR_DELIVERY not in {"background", "sync", "off"}:
     raise ImproperlyConfigured("OPERATOR_DELIVERY must be background, sync or off")
+# At most this many notices of one kind are delivered on their own per clock hour (UTC); the rest of
+# that hour are coalesced into one digest delivered when the hour ends (never dropped). Safety
+# notices are capped too; their digest is itself a safety notice, with every revert link. 0: no cap.
+OPERATOR_NOTIFY_CAP_PER_HOUR = env.int("OPERATOR_NOTIFY_CAP_PER_HOUR", default=60)
+if OPERATOR_NOTIFY_CAP_PER_HOUR < 0:
+    raise ImproperlyConfigured("OPERATOR_NOTIFY_CAP_PER_HOUR must be 0 (no cap) or positive")
 # How long a one-tap revert link stays valid.
 OPERATOR_REVERT_LINK_HOURS = env.int("OPERATOR_REVERT_LINK_HOURS", default=72)
 # How recent a human-authored instruction must be to back a high-stakes belief change (its
@@ -230,6 +245,8 @@ LOGGING = {
         # The SDK logs every stateless request at INFO; one line per call is noise, not signal.
         "mcp": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # At DEBUG it logs every SSE chunk, i.e. every answer in full (run tokens, the person's data).
+        "sse_starlette": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
     },
 }

@@ -106,7 +106,7 @@ def adopt_owner_token() -> Principal | None:
             owner, _ = Principal.objects.get_or_create(
                 name=Principal.OWNER_NAME, defaults={"kind": Principal.Kind.HUMAN}
             )
-            if owner.token_digest != wanted:
+            if not hmac.compare_digest(owner.token_digest or "", wanted):
                 owner.token_digest = wanted
                 owner.save(update_fields=["token_digest"])
     except IntegrityError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,8 @@ logger = logging.getLogger("operator.face")
 _MISSING = object()
 # Larger claimed actors are kept as a digest: an audit row is not a place to store megabytes.
 _MAX_CLAIMED_ACTOR_CHARS = 2000
+# What an operator bearer token looks like (auth.TOKEN_PREFIX + token_urlsafe), for masking.
+_TOKEN_LIKE = re.compile(r"opk_[A-Za-z0-9_\-]{16,}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ def _claimed_for_audit(claimed: Any) -> Any:
     if claimed is _MISSING:
         return None
     text = json.dumps(claimed, ensure_ascii=False, default=str)
+    if _TOKEN_LIKE.search(text):
+        # A bearer token sent as the actor (a confused or injected agent) is not copied into the
+        # audit trail: the claim is kept with every token-shaped part masked.
+        return json.loads(_TOKEN_LIKE.sub("opk_[redacted]", text))
     if len(text) <= _MAX_CLAIMED_ACTOR_CHARS:
         return claimed
     return {"truncated": True, "chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
@@ -189,7 +196,12 @@ def _best_effort_audit(
 def _refuse_before_dispatch(
     principal: Principal, tool: str, code: str, started: float, args_digest: str, claimed: Any
 ) -> None:
-    _write_audit(principal, tool, AuditEvent.Outcome.REFUSED, code, started, args_digest, claimed)
+    # The refusal does not depend on the database; if the database cannot take its audit row right
+    # now, the caller still gets the refusal (not a protocol error), and the gap is logged.
+    try:
+        _write_audit(principal, tool, AuditEvent.Outcome.REFUSED, code, started, args_digest, claimed)
+    except DatabaseError:
+        logger.warning("could not audit a %s refusal of %s: the database is unavailable", code, tool[:200])
 
 
 async def audit_unknown_tool(principal: Principal, name: str, arguments: dict[str, Any]) -> None:

@@ -5,10 +5,15 @@ The guards run in this order, each answering before the next looks at anything:
 1. method: only POST (GET would open an SSE stream that never ends in stateless mode; DELETE has
    no session to end) → 405 with `Allow: POST`;
 2. bearer token → 401 with `WWW-Authenticate: Bearer`, nothing written (a token in the query
-   string is never looked at);
+   string is never looked at); the same unit of database work counts the request against the
+   principal's rate limit (`face/ratelimit.py`) → 429 with `Retry-After`, nothing else written;
+   a database that cannot be reached for this → 503 with `Retry-After` (retryable, nothing done);
 3. Host against ALLOWED_HOSTS → 421, Origin against the allowed hosts/origins → 403 (DNS
    rebinding);
-4. body size while reading → 413; a JSON array (batch) or a non-object body → 400 / -32600.
+4. body size while reading → 413; Content-Type other than application/json → 400 / -32600; a
+   body that is not UTF-8 JSON → 400 / -32700; a JSON array (batch), a non-object body or an
+   object that is not a JSON-RPC 2.0 message (wrong `jsonrpc`, non-string `method`, non-object
+   `params`, an `id` that is null, fractional or boolean) → 400 / -32600.
 
 Then a fresh `OperatorServer` for this principal serves the request through the SDK's stateless
 streamable-HTTP transport (both protocol eras, chosen per request by the SDK from
@@ -18,19 +23,24 @@ streamable-HTTP transport (both protocol eras, chosen per request by the SDK fro
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.types import Message, Receive, Scope, Send
 
-from operator_site.face.auth import authenticate, parse_bearer
+from operator_site.face.auth import parse_bearer
 from operator_site.face.db import run_db
+from operator_site.face.ratelimit import authenticate_and_admit
 from operator_site.face.server import OperatorServer
+
+logger = logging.getLogger("operator.face")
 
 # Host and Origin are checked here against Django's ALLOWED_HOSTS (with Django's own matching
 # rules), so the SDK's copy of those checks is switched off rather than configured twice.
@@ -53,8 +63,8 @@ async def _json(send: Send, status: int, payload: dict[str, Any], *extra: tuple[
     await _respond(send, status, body, [(b"content-type", b"application/json"), *extra])
 
 
-async def _jsonrpc_error(send: Send, status: int, code: int, message: str) -> None:
-    await _json(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+async def _jsonrpc_error(send: Send, status: int, code: int, message: str, id_: Any = None) -> None:
+    await _json(send, status, {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}})
 
 
 def _header(scope: Scope, name: bytes) -> list[str]:
@@ -97,21 +107,57 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-def _not_an_object(body: bytes) -> str | None:
-    """Why this body cannot be a single JSON-RPC message, or None if it may be one.
+def _content_type_ok(scope: Scope) -> bool:
+    values = _header(scope, b"content-type")
+    return len(values) == 1 and values[0].partition(";")[0].strip().lower() == "application/json"
 
-    Only the first byte is looked at on the normal path; the SDK parses the body itself.
+
+def _message_problem(body: bytes) -> tuple[int, str, Any] | None:
+    """(JSON-RPC code, message, id) when this body cannot be one JSON-RPC message; None if it may be.
+
+    The body is parsed here once more than the SDK parses it (a few microseconds for an ordinary
+    call) because the SDK answers a malformed envelope with -32602 and a pydantic dump that echoes
+    the caller's values, treats a request with a null, fractional or boolean id as a notification
+    (202, no answer ever comes), and accepts a UTF-16 body. JSON-RPC and MCP say otherwise: invalid
+    JSON or text that is not UTF-8 is -32700; anything else that is not one message object is -32600.
     """
-    stripped = body.lstrip()
-    if stripped.startswith(b"{"):
-        return None
-    if stripped.startswith(b"["):
-        return "Invalid Request: JSON-RPC batches are not supported by MCP; send one message per request"
     try:
-        json.loads(stripped)
-    except ValueError:
-        return None  # not JSON at all: the SDK answers -32700 Parse error
-    return "Invalid Request: the body must be a JSON-RPC message object"
+        message = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return PARSE_ERROR, "Parse error: the body is not UTF-8 text", None
+    except (ValueError, RecursionError):
+        return PARSE_ERROR, "Parse error: the body is not valid JSON (or is nested too deeply)", None
+    if isinstance(message, list):
+        return (
+            INVALID_REQUEST,
+            "Invalid Request: JSON-RPC batches are not supported by MCP; send one message per request",
+            None,
+        )
+    if not isinstance(message, dict):
+        return INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object", None
+    raw_id = message.get("id")
+    id_ = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
+    if message.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', id_
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return INVALID_REQUEST, 'Invalid Request: "method" must be a string', id_
+        if "params" in message and not isinstance(message["params"], dict):
+            return INVALID_REQUEST, 'Invalid Request: "params" must be an object', id_
+        if "id" in message and id_ is None:
+            return (
+                INVALID_REQUEST,
+                'Invalid Request: "id" must be a string or an integer (MCP: never null)',
+                None,
+            )
+    elif "result" not in message and "error" not in message:
+        return (
+            INVALID_REQUEST,
+            'Invalid Request: a message needs a "method" (a request or notification) or a "result" or '
+            '"error" (a response)',
+            id_,
+        )
+    return None
 
 
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -126,7 +172,22 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
 
     authorization = _header(scope, b"authorization")
     token = parse_bearer(authorization[0]) if len(authorization) == 1 else None
-    principal = await run_db(authenticate, token) if token else None
+    try:
+        principal, rate = await run_db(authenticate_and_admit, token) if token else (None, None)
+    except DatabaseError:
+        # The bearer cannot be checked without the database: a clean, retryable answer, not a 500.
+        logger.warning("database unavailable while authenticating a request")
+        await _json(
+            send,
+            503,
+            {
+                "error": "database_unavailable",
+                "reason": "The database is unavailable; nothing was done. Retry shortly.",
+                "retry": True,
+            },
+            (b"retry-after", b"2"),
+        )
+        return
     if principal is None:
         await _json(
             send,
@@ -136,6 +197,21 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
                 "reason": "A valid bearer token is required (Authorization: Bearer ...).",
             },
             (b"www-authenticate", b'Bearer realm="operator"'),
+        )
+        return
+    if rate is not None and not rate.allowed:
+        await _json(
+            send,
+            429,
+            {
+                "error": "rate_limited",
+                "reason": f"More than {rate.limit} requests in {rate.window_s} s from this token; "
+                f"retry in {rate.retry_after_s} s. Nothing was done.",
+                "limit": rate.limit,
+                "window_s": rate.window_s,
+                "retry_after_s": rate.retry_after_s,
+            },
+            (b"retry-after", str(rate.retry_after_s).encode()),
         )
         return
 
@@ -158,9 +234,15 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         return
     if body is None:
         return
-    problem = _not_an_object(body)
+    if not _content_type_ok(scope):
+        await _jsonrpc_error(
+            send, 400, INVALID_REQUEST, "Invalid Request: Content-Type must be application/json"
+        )
+        return
+    problem = _message_problem(body)
     if problem:
-        await _jsonrpc_error(send, 400, INVALID_REQUEST, problem)
+        code, text, id_ = problem
+        await _jsonrpc_error(send, 400, code, text, id_)
         return
 
     replayed = False

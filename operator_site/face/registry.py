@@ -16,8 +16,11 @@ MCP annotations from it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import Tool, ToolAnnotations
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     from operator_site.face.dispatch import ToolCall
@@ -71,9 +74,31 @@ TOOL_APPS: tuple[str, ...] = ("operator_site", "beliefs", "goals", "intents", "r
 
 
 class ToolArgs(ArgModelBase):
-    """Base of every tool's argument model. Unknown arguments are refused, naming the field."""
+    """Base of every tool's argument model. Unknown arguments are refused, naming the field, and so
+    is true/false where a number is expected (pydantic's lax mode would read `"id": true` as id 1:
+    a caller's type confusion must not select row 1)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name in _numeric_fields(cls):
+            raise ValueError("expected a number, not true/false")
+        return value
+
+
+@functools.cache
+def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
+    """The fields of an argument model declared as int or float (optionally nullable)."""
+    numeric = set()
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        options = typing.get_args(annotation) if union else (annotation,)
+        if bool not in options and any(option in (int, float) for option in options):
+            numeric.add(name)
+    return frozenset(numeric)
 
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]

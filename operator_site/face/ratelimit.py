@@ -1,0 +1,86 @@
+"""The per-token request rate limit of `/mcp`, enforced in the database.
+
+A fixed window per principal: at most `OPERATOR_RATE_LIMIT` requests in each window of
+`OPERATOR_RATE_WINDOW_S` seconds (window number = Unix time // window length). The counter is one
+row per principal (`RateCounter`), moved by ONE atomic upsert per request that also answers the new
+count:
+
+    INSERT … VALUES (principal, window, 1)
+    ON CONFLICT (principal) DO UPDATE SET
+        count     = CASE WHEN stored window >= this window THEN count + 1 ELSE 1 END,
+        window_no = CASE WHEN stored window <  this window THEN this window ELSE stored window END
+    RETURNING count, window_no
+
+PostgreSQL serialises concurrent upserts of one row on its row lock (each sees the last committed
+count), SQLite serialises writers, so the limit holds across uvicorn workers and hosts: nothing is
+counted in process memory. A request from a host whose clock is behind counts against the current
+window (never resets it). On PostgreSQL the table is UNLOGGED: no WAL flush per request.
+
+Over the limit the endpoint answers HTTP 429 with `Retry-After` (the seconds until the window
+ends) before reading the body; nothing else is written — in particular no audit row, so a flood
+cannot grow the audit trail. Every request counts, refused ones included (a client that keeps
+hammering stays refused until the window ends). The first refusal of a window is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from operator_site.face.auth import authenticate
+from operator_site.models import Principal, RateCounter
+
+logger = logging.getLogger("operator.face")
+
+_TABLE = RateCounter._meta.db_table
+_UPSERT = (
+    f"INSERT INTO {_TABLE} (principal_id, window_no, count) VALUES (%s, %s, 1) "  # noqa: S608
+    f"ON CONFLICT (principal_id) DO UPDATE SET "
+    f"count = CASE WHEN {_TABLE}.window_no >= excluded.window_no THEN {_TABLE}.count + 1 ELSE 1 END, "
+    f"window_no = CASE WHEN {_TABLE}.window_no < excluded.window_no "
+    f"THEN excluded.window_no ELSE {_TABLE}.window_no END "
+    f"RETURNING count, window_no"
+)
+
+
+@dataclass(frozen=True)
+class RateVerdict:
+    allowed: bool
+    count: int
+    limit: int
+    window_s: int
+    retry_after_s: int
+
+
+def admit(principal_id: int, now: float | None = None) -> RateVerdict | None:
+    """Count one request of this principal; None when the limit is off (`OPERATOR_RATE_LIMIT=0`)."""
+    limit = settings.OPERATOR_RATE_LIMIT
+    if not limit:
+        return None
+    window_s = settings.OPERATOR_RATE_WINDOW_S
+    now = time.time() if now is None else now
+    window = int(now // window_s)
+    with connection.cursor() as cursor:
+        cursor.execute(_UPSERT, [principal_id, window])
+        count, window_no = cursor.fetchone()
+    retry_after = max(1, int((window_no + 1) * window_s - now + 0.999))
+    if count == limit + 1:
+        logger.warning(
+            "rate limit: principal %s went over %s requests in %s s; refusing until the window ends",
+            principal_id,
+            limit,
+            window_s,
+        )
+    return RateVerdict(count <= limit, count, limit, window_s, retry_after)
+
+
+def authenticate_and_admit(token: str) -> tuple[Principal | None, RateVerdict | None]:
+    """The bearer check and the rate count in one unit of database work (one thread hop)."""
+    principal = authenticate(token)
+    if principal is None:
+        return None, None
+    return principal, admit(principal.pk)
