@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('operator_site', '0002_notification'),
+        ("operator_site", "0002_notification"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='notification',
-            name='state',
-            field=models.CharField(choices=[('pending', 'pending delivery'), ('sending', 'being delivered'), ('delivered', 'delivered'), ('held', 'held by a directive'), ('withdrawn', 'withdrawn before delivery (no longer relevant)')], default='pending', max_length=12),
+            model_name="notification",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("pending", "pending delivery"),
+                    ("sending", "being delivered"),
+                    ("delivered", "delivered"),
+                    ("held", "held by a directive"),
+                    ("withdrawn", "withdrawn before delivery (no longer relevant)"),
+                ],
+                default="pending",
+                max_length=12,
+            ),
         ),
     ]
