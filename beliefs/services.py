@@ -83,13 +83,20 @@ def image_of(row: Belief) -> Image:
     }
 
 
+# Standard SQL identifier quoting (both SQLite and PostgreSQL); identifiers come from the model.
+_SNAPSHOT_SQL = f'SELECT * FROM "{Belief._meta.db_table}" WHERE "kind" = %s AND "key" = %s'  # noqa: S608
+
+
 class BeliefStore:
     """The world model's live entities: one `Belief` row per (kind, key)."""
 
     def snapshot(self, entity: str) -> Image | None:
+        # Read twice per changed belief on every world-model write (the check, then the pre-image
+        # under the claimed version); a raw query skips the ORM's compilation, which cost more than
+        # the lookup. (kind, key) is unique, so at most one row comes back.
         kind, key = split_entity(entity)
-        row = Belief.objects.filter(kind=kind, key=key).first()
-        return image_of(row) if row else None
+        rows = list(Belief.objects.raw(_SNAPSHOT_SQL, [kind, key]))
+        return image_of(rows[0]) if rows else None
 
     def apply(self, entity: str, image: Image | None, version: WorldModelVersion) -> None:
         kind, key = split_entity(entity)

@@ -22,8 +22,9 @@ The board: tasks are history, so by default the open board is the same in both (
 8 lanes; every other task is done or dropped, as finished work is). `--all-open` makes every task
 open instead (a 100,000-task board), to show the packet stays bounded even then.
 
-The script re-runs itself as `packet_growth.py fill N` with an operator's environment to insert
-rows through Django (bulk_create), so the server and the filler see the same settings.
+The script re-runs itself as `packet_growth.py fill N` (and `fill-audit N`) with an operator's
+environment to insert rows through Django, so the server and the filler see the same settings.
+`Scratch`, `fill`, `interleaved_rounds` and `sibling_database` are shared with bench/perf.py.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import run_load, tools_call_body
+from loadgen import Result, default_check, run_load, tools_call_body
 from mcp_throughput import free_port, stop, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,11 +161,58 @@ def fill(target: int, all_open: bool) -> dict[str, Any]:
     }
 
 
+def fill_audit(target: int) -> dict[str, Any]:
+    """Grow the audit trail to `target` rows, fast: one INSERT ... SELECT FROM generate_series on
+    PostgreSQL (a million rows in seconds, where bulk_create would take minutes), bulk_create
+    elsewhere. The rows are what the operator writes per call, spread over the past days."""
+    import django
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "operator_site.settings")
+    django.setup()
+
+    from django.db import connection
+
+    from operator_site.models import AuditEvent, Principal
+
+    principal, _ = Principal.objects.get_or_create(name="bench-history", defaults={"kind": "agent"})
+    missing = target - AuditEvent.objects.count()
+    if missing > 0 and connection.vendor == "postgresql":
+        quote = connection.ops.quote_name
+        field_names = ("principal_id", "tool", "outcome", "error_code", "duration_ms", "args_sha256")
+        columns = ", ".join(quote(AuditEvent._meta.get_field(f).column) for f in field_names)
+        created = quote(AuditEvent._meta.get_field("created_at").column)
+        # Identifiers come from the model's own metadata, values are bound parameters.
+        sql = (
+            f"INSERT INTO {quote(AuditEvent._meta.db_table)} ({columns}, {created}) "  # noqa: S608
+            "SELECT %s, 'operator_record_observation', 'ok', '', 1.0, repeat('0', 64), "
+            "now() - g * interval '1 second' FROM generate_series(1, %s) AS g"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [principal.pk, missing])
+            cursor.execute("ANALYZE")  # what autovacuum does after a bulk load
+    elif missing > 0:
+        AuditEvent.objects.bulk_create(
+            [
+                AuditEvent(
+                    principal=principal,
+                    tool="operator_record_observation",
+                    outcome="ok",
+                    duration_ms=1.0,
+                    args_sha256="0" * 64,
+                )
+                for _ in range(missing)
+            ],
+            batch_size=5000,
+        )
+    return {"audit": AuditEvent.objects.count()}
+
+
 # --- the driver -------------------------------------------------------------------------------------
 class Scratch:
-    """A scratch operator: data folder, database (flushed), token, one uvicorn worker."""
+    """A scratch operator: data folder, database (flushed), token, uvicorn (one worker by default)."""
 
-    def __init__(self, database_url: str | None) -> None:
+    def __init__(self, database_url: str | None, workers: int = 1) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="operator-packet-bench-")
         self.env = {
             **os.environ,
@@ -176,6 +226,9 @@ class Scratch:
         }
         if database_url:
             self.env["DATABASE_URL"] = database_url
+        else:  # SQLite in the data folder, even if the calling shell exports a DATABASE_URL
+            self.env.pop("DATABASE_URL", None)
+        self.workers = workers
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.token = ""
@@ -193,8 +246,21 @@ class Scratch:
         self.token = created.strip().splitlines()[-1]
 
     def fill(self, target: int, all_open: bool) -> dict[str, Any]:
-        args = [PY, str(Path(__file__).resolve()), "fill", str(target)] + (["--all-open"] if all_open else [])
-        out = subprocess.run(args, cwd=ROOT, env=self.env, check=True, capture_output=True, text=True).stdout
+        return self._child("fill", str(target), *(["--all-open"] if all_open else []))
+
+    def fill_audit(self, target: int) -> dict[str, Any]:
+        return self._child("fill-audit", str(target))
+
+    def _child(self, *args: str) -> dict[str, Any]:
+        """Run this script's filler in a child process with this operator's environment."""
+        out = subprocess.run(
+            [PY, str(Path(__file__).resolve()), *args],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return json.loads(out.strip().splitlines()[-1])
 
     def start(self) -> None:
@@ -210,7 +276,7 @@ class Scratch:
                 "--port",
                 str(self.port),
                 "--workers",
-                "1",
+                str(self.workers),
                 "--no-access-log",
                 "--log-level",
                 "warning",
@@ -243,7 +309,12 @@ def sibling_database(url: str, suffix: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def load(op: Scratch, tool: str, seconds: float) -> Any:
+Check = Callable[[int, bytes], str | None]
+
+
+def load(
+    op: Scratch, tool: str, seconds: float, warmup_s: float = 0.3, check: Check = default_check
+) -> Result:
     return asyncio.run(
         run_load(
             op.url,
@@ -251,7 +322,8 @@ def load(op: Scratch, tool: str, seconds: float) -> Any:
             concurrency=1,
             seconds=seconds,
             headers={"Authorization": f"Bearer {op.token}"},
-            warmup_s=0.3,
+            warmup_s=warmup_s,
+            check=check,
         )
     )
 
@@ -261,9 +333,48 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+@dataclass
+class Samples:
+    """Every latency of one (tool, size), over all rounds, and each round's own p50."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    round_p50_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    first_error: str = ""
+
+
+def interleaved_rounds(
+    targets: Sequence[tuple[Scratch, Hashable]],
+    tools: Sequence[str],
+    rounds: int,
+    seconds: float,
+    warmup_s: float = 0.3,
+    check: Check = default_check,
+) -> dict[tuple[str, Hashable], Samples]:
+    """Drive each tool at concurrency 1 against every target in turn, `rounds` times.
+
+    Every round measures all targets back to back, in the reverse order every other round, so a
+    background load that comes and goes (other processes on a shared machine) weighs on all alike.
+    """
+    samples = {(tool, label): Samples() for tool in tools for _, label in targets}
+    for r in range(rounds):
+        for tool in tools:
+            for op, label in targets if r % 2 == 0 else list(reversed(targets)):
+                result = load(op, tool, seconds, warmup_s, check)
+                sample = samples[(tool, label)]
+                sample.latencies_ms += result.latencies_ms
+                sample.round_p50_ms.append(pct(result.latencies_ms, 0.5))
+                sample.errors += result.errors
+                sample.first_error = sample.first_error or result.first_error
+    return samples
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "fill":
         print(json.dumps(fill(int(sys.argv[2]), "--all-open" in sys.argv)))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "fill-audit":
+        print(json.dumps(fill_audit(int(sys.argv[2]))))
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -281,28 +392,15 @@ def main() -> None:
     if opts.database_url:
         urls = [opts.database_url, sibling_database(opts.database_url, "_large")]
     ops = [Scratch(url) for url in urls]
-    samples: dict[tuple[str, int], list[float]] = {(t, n): [] for t in TOOLS for n in SIZES}
-    round_p50: dict[tuple[str, int], list[float]] = {(t, n): [] for t in TOOLS for n in SIZES}
-    errors: dict[tuple[str, int], int] = dict.fromkeys(samples, 0)
     counts: dict[int, dict[str, Any]] = {}
-    first_error: dict[tuple[str, int], str] = {}
     try:
         for op, size in zip(ops, SIZES, strict=True):
             op.setup()
             counts[size] = op.fill(size, opts.all_open)
             op.start()
-        # Interleaved: every round measures both sizes back to back, so a background load that
-        # comes and goes (other processes on a shared machine) weighs on both alike.
-        for r in range(opts.rounds):
-            for tool in TOOLS:
-                order = list(zip(ops, SIZES, strict=True))
-                for op, size in order if r % 2 == 0 else reversed(order):
-                    result = load(op, tool, opts.seconds)
-                    samples[(tool, size)] += result.latencies_ms
-                    round_p50[(tool, size)].append(pct(result.latencies_ms, 0.5))
-                    errors[(tool, size)] += result.errors
-                    if result.errors and (tool, size) not in first_error:
-                        first_error[(tool, size)] = result.first_error
+        samples = interleaved_rounds(
+            list(zip(ops, SIZES, strict=True)), list(TOOLS), opts.rounds, opts.seconds
+        )
     finally:
         for op in ops:
             op.close()
@@ -315,7 +413,8 @@ def main() -> None:
     )
     print(f"{'tool':26} {'history':>8} {'calls':>6} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'errors':>6}")
     rows = []
-    for (tool, size), values in samples.items():
+    for (tool, size), sample in samples.items():
+        values = sample.latencies_ms
         row = {
             "tool": tool,
             "history": size,
@@ -324,8 +423,8 @@ def main() -> None:
             "p50_ms": round(pct(values, 0.5), 3),
             "p90_ms": round(pct(values, 0.9), 3),
             "p99_ms": round(pct(values, 0.99), 3),
-            "round_p50_ms": [round(v, 2) for v in round_p50[(tool, size)]],
-            "errors": errors[(tool, size)],
+            "round_p50_ms": [round(v, 2) for v in sample.round_p50_ms],
+            "errors": sample.errors,
         }
         rows.append(row)
         print(
@@ -343,10 +442,11 @@ def main() -> None:
     if opts.json:
         Path(opts.json).write_text(json.dumps(report, indent=2))
     print("\n" + json.dumps(report))
-    if any(errors.values()):
+    if any(sample.errors for sample in samples.values()):
         print("ERRORS in the run:", file=sys.stderr)
-        for (tool, size), error in first_error.items():
-            print(f"  {tool} at {size:,}: {error}", file=sys.stderr)
+        for (tool, size), sample in samples.items():
+            if sample.errors:
+                print(f"  {tool} at {size:,}: {sample.first_error}", file=sys.stderr)
         sys.exit(1)
 
 

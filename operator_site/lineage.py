@@ -166,8 +166,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from django.db import models, transaction
-from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db import connection, models, transaction
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
@@ -315,7 +315,13 @@ class Lineage:
 
     # --- reading ------------------------------------------------------------------------------
     def current_version(self) -> int:
-        return self.version_model.objects.aggregate(n=Max("number"))["n"] or 0
+        # Read at the start of every write; raw SQL skips the ORM's compilation of the aggregate.
+        quote = connection.ops.quote_name
+        table = quote(self.version_model._meta.db_table)
+        column = quote(self.version_model._meta.get_field("number").column)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT MAX({column}) FROM {table}")  # noqa: S608 - identifiers from the model
+            return cursor.fetchone()[0] or 0
 
     def get(self, number: int) -> VersionRecord:
         version = self.version_model.objects.filter(number=number).select_related("principal").first()

@@ -15,9 +15,10 @@ The guards run in this order, each answering before the next looks at anything:
    object that is not a JSON-RPC 2.0 message (wrong `jsonrpc`, non-string `method`, non-object
    `params`, an `id` that is null, fractional or boolean) → 400 / -32600.
 
-Then a fresh `OperatorServer` for this principal serves the request through the SDK's stateless
-streamable-HTTP transport (both protocol eras, chosen per request by the SDK from
-`MCP-Protocol-Version`) and is discarded when the response closes.
+Then a fresh `OperatorServer` for this principal serves the request and is discarded when the
+response closes: an ordinary request through the SDK's single-exchange kernel (face/exchange.py),
+anything else through the SDK's stateless streamable-HTTP transport (both protocol eras, chosen per
+request by the SDK from `MCP-Protocol-Version`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.types import Message, Receive, Scope, Send
 
+from operator_site.face import exchange
 from operator_site.face.auth import parse_bearer
 from operator_site.face.db import run_db
 from operator_site.face.ratelimit import authenticate_and_admit
@@ -45,6 +47,10 @@ logger = logging.getLogger("operator.face")
 # Host and Origin are checked here against Django's ALLOWED_HOSTS (with Django's own matching
 # rules), so the SDK's copy of those checks is switched off rather than configured twice.
 _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+# Ordinary stateless requests are answered through the SDK's single-exchange kernel
+# (face/exchange.py); False sends every request through the SDK's manager (the comparison tests
+# flip it to prove both paths answer alike).
+SINGLE_EXCHANGE = True
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -112,8 +118,9 @@ def _content_type_ok(scope: Scope) -> bool:
     return len(values) == 1 and values[0].partition(";")[0].strip().lower() == "application/json"
 
 
-def _message_problem(body: bytes) -> tuple[int, str, Any] | None:
-    """(JSON-RPC code, message, id) when this body cannot be one JSON-RPC message; None if it may be.
+def _parse_message(body: bytes) -> tuple[dict[str, Any] | None, tuple[int, str, Any] | None]:
+    """(message, None) if this body may be one JSON-RPC message, else (None, (JSON-RPC code, error
+    message, id)).
 
     The body is parsed here once more than the SDK parses it (a few microseconds for an ordinary
     call) because the SDK answers a malformed envelope with -32602 and a pydantic dump that echoes
@@ -124,40 +131,40 @@ def _message_problem(body: bytes) -> tuple[int, str, Any] | None:
     try:
         message = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
-        return PARSE_ERROR, "Parse error: the body is not UTF-8 text", None
+        return None, (PARSE_ERROR, "Parse error: the body is not UTF-8 text", None)
     except (ValueError, RecursionError):
-        return PARSE_ERROR, "Parse error: the body is not valid JSON (or is nested too deeply)", None
+        return None, (PARSE_ERROR, "Parse error: the body is not valid JSON (or is nested too deeply)", None)
     if isinstance(message, list):
-        return (
+        return None, (
             INVALID_REQUEST,
             "Invalid Request: JSON-RPC batches are not supported by MCP; send one message per request",
             None,
         )
     if not isinstance(message, dict):
-        return INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object", None
+        return None, (INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC message object", None)
     raw_id = message.get("id")
     id_ = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
     if message.get("jsonrpc") != "2.0":
-        return INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', id_
+        return None, (INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', id_)
     if "method" in message:
         if not isinstance(message["method"], str):
-            return INVALID_REQUEST, 'Invalid Request: "method" must be a string', id_
+            return None, (INVALID_REQUEST, 'Invalid Request: "method" must be a string', id_)
         if "params" in message and not isinstance(message["params"], dict):
-            return INVALID_REQUEST, 'Invalid Request: "params" must be an object', id_
+            return None, (INVALID_REQUEST, 'Invalid Request: "params" must be an object', id_)
         if "id" in message and id_ is None:
-            return (
+            return None, (
                 INVALID_REQUEST,
                 'Invalid Request: "id" must be a string or an integer (MCP: never null)',
                 None,
             )
     elif "result" not in message and "error" not in message:
-        return (
+        return None, (
             INVALID_REQUEST,
             'Invalid Request: a message needs a "method" (a request or notification) or a "result" or '
             '"error" (a response)',
             id_,
         )
-    return None
+    return message, None
 
 
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -239,10 +246,15 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             send, 400, INVALID_REQUEST, "Invalid Request: Content-Type must be application/json"
         )
         return
-    problem = _message_problem(body)
+    message, problem = _parse_message(body)
     if problem:
         code, text, id_ = problem
         await _jsonrpc_error(send, 400, code, text, id_)
+        return
+
+    server = OperatorServer(principal)
+    if SINGLE_EXCHANGE and (request := exchange.legacy_request(scope, message)) is not None:
+        await exchange.answer(server, scope, request, send)
         return
 
     replayed = False
@@ -255,7 +267,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         return await receive()
 
     manager = StreamableHTTPSessionManager(
-        OperatorServer(principal),
+        server,
         stateless=True,
         security_settings=_SDK_SECURITY,
         max_request_body_size=limit,

@@ -1,0 +1,634 @@
+"""The performance issue's one benchmark: anchors, the operator's tools, growth and memory, one run.
+
+    .venv/bin/python bench/perf.py                     # the full run, about 6 minutes on 2 cores
+    .venv/bin/python bench/perf.py --quick             # a 1-2 minute smoke run (tiny sizes)
+    .venv/bin/python bench/perf.py --json out.json --database-url postgres://postgres@127.0.0.1:5432/x
+
+Everything on loopback, one server at a time under load, closed-loop keep-alive HTTP/1.1
+(bench/loadgen.py), every answer checked:
+
+1. Anchors, each at concurrency 1 and 16: (a) the Python MCP SDK with a fresh server per request
+   (the reference of every "vs (a)" ratio), (b) the same with one shared server, (c) a bare ASGI app
+   answering a fixed SSE tool result (the floor: uvicorn and the round trip alone), (d) the
+   TypeScript SDK's stateless pattern on node's http module (skipped without node/npm).
+2. The operator through the full stack (bearer token, allowlist, validation, transaction, audit
+   row, envelope): two reads and three writes, each at concurrency 1 and 16, on SQLite and on
+   PostgreSQL, with 1 and 2 uvicorn workers (a fresh operator per database and worker count).
+3. Growth: p50 of operator_context_packet and operator_state with 1,000 vs 100,000 rows of
+   history (bench/packet_growth.py's fill), on both databases in interleaved rounds; then on
+   PostgreSQL the large history's audit trail grown to 1,000,000 rows, measured again.
+4. Memory: one SQLite worker's RSS after a warm-up and after 10,000 more calls (the five tools
+   mixed, concurrency 4).
+5. A final table, the JSON report (stdout, and --json), and the targets with met true/false.
+
+The per-token rate limit is off (a benchmark is a flood by design) and delivery too. The exit
+status is non-zero only when an answer was wrong (an HTTP error, a JSON-RPC or tool error, a
+refusal `"ok": false`, or a write that wrote nothing); a missed target is a figure, not a failure.
+Working data lives in temporary folders and in PostgreSQL databases named after --database-url
+(that one, and `<name>_growth_small` / `<name>_growth_large`, created if missing, flushed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadgen import Result, default_check, run_load, tools_call_body
+from mcp_throughput import free_port, stop, wait_for_port
+from packet_growth import Samples, Scratch, interleaved_rounds, pct, sibling_database
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+INTEROP = ROOT / "tests" / "interop"
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/operator_perf"
+
+CONCURRENCIES = (1, 16)
+READS = ("operator_list_directives", "operator_context_packet")
+WRITES = ("operator_record_progress", "operator_update_world_model", "operator_record_action_intent")
+TOOLS = READS + WRITES
+GROWTH_TOOLS = ("operator_context_packet", "operator_state")
+SMALL_HISTORY = 1_000
+
+# The targets of the performance issue.
+READ_VS_A = 1.0
+WRITE_VS_A = 0.7
+PG_WORKERS_SCALING = 1.6
+GROWTH_MAX = 1.3
+RSS_GROWTH_MAX_PCT = 10.0
+
+
+# --- the plan: every size and duration of a run ----------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    seconds: float  # measured seconds per throughput figure
+    warmup: float  # unmeasured seconds before each figure
+    growth_rounds: int
+    growth_seconds: float  # per tool, size and round
+    growth_size: int  # the large history (the small one is SMALL_HISTORY)
+    audit_rows: int  # the large history's audit trail, grown for the PostgreSQL-only measurement
+    memory_warmup_calls: int
+    memory_calls: int
+    memory_concurrency: int
+    memory_max_seconds: float  # a bound on the memory section, whatever the server's speed
+
+
+FULL = Plan(2.5, 0.5, 3, 1.5, 100_000, 1_000_000, 500, 10_000, 4, 240.0)
+QUICK = Plan(0.5, 0.2, 1, 0.5, 10_000, 50_000, 100, 1_000, 4, 60.0)
+
+
+def parse_args() -> tuple[argparse.Namespace, Plan]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run: tiny durations and sizes")
+    parser.add_argument("--json", help="also write the report to this file")
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL, help="PostgreSQL (flushed)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--seconds", type=float, help=f"seconds per figure ({FULL.seconds:g})")
+    parser.add_argument("--warmup", type=float, help=f"warm-up seconds per figure ({FULL.warmup:g})")
+    parser.add_argument("--growth-rounds", type=int, help=f"interleaved rounds ({FULL.growth_rounds})")
+    parser.add_argument("--growth-seconds", type=float, help=f"per round ({FULL.growth_seconds:g})")
+    parser.add_argument("--growth-size", type=int, help=f"large history ({FULL.growth_size:,})")
+    parser.add_argument("--audit-rows", type=int, help=f"audit rows, PostgreSQL ({FULL.audit_rows:,})")
+    parser.add_argument("--memory-calls", type=int, help=f"calls between RSS reads ({FULL.memory_calls:,})")
+    parser.add_argument(
+        "--memory-warmup-calls", type=int, help=f"calls before the first ({FULL.memory_warmup_calls})"
+    )
+    opts = parser.parse_args()
+    base = QUICK if opts.quick else FULL
+    overrides = {
+        name: value for name in Plan.__dataclass_fields__ if (value := getattr(opts, name, None)) is not None
+    }
+    return opts, Plan(**{**asdict(base), **overrides})
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout holds only the final table and the JSON."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- what the load sends, and what counts as a right answer ---------------------------------------
+_runs = itertools.count(1)
+
+
+def tool_args(tool: str, tag: str, i: int) -> dict[str, Any]:
+    """Arguments for call `i` of a load run tagged `tag`: writes are distinct across the whole
+    benchmark (a repeated belief key is refused, a repeated intent is deduplicated, not written)."""
+    if tool == "operator_record_progress":
+        return {"summary": f"bench {tag} step {i}", "outcome": "done"}
+    if tool == "operator_update_world_model":
+        change = {"op": "add", "kind": "note", "key": f"bench-{tag}-{i}", "value": "a note from the bench"}
+        return {"changes": [change]}
+    if tool == "operator_record_action_intent":
+        return {"action": {"type": "spend", "title": f"Plan renewal {tag}-{i}", "amount_cents": 4900}}
+    return {}
+
+
+def body_for(tool: str) -> Callable[[int], bytes]:
+    tag = f"{os.getpid()}-{next(_runs)}"
+    return tools_call_body(tool, lambda i: tool_args(tool, tag, i))
+
+
+def mixed_body(tools: Sequence[str]) -> Callable[[int], bytes]:
+    makers = [body_for(tool) for tool in tools]
+    return lambda i: makers[i % len(makers)](i)
+
+
+def strict_check(status: int, body: bytes) -> str | None:
+    """The loadgen's check (HTTP 200, a JSON-RPC result, isError false), plus the tool's own answer:
+    a refusal (`"ok": false`) or a write that wrote nothing (`"created": false`) is an error too."""
+    problem = default_check(status, body)
+    if problem:
+        return problem
+    text = body.decode("utf-8", "replace")
+    data = next((line[6:] for line in text.splitlines() if line.startswith("data: ")), text)
+    try:
+        payload = json.loads(json.loads(data)["result"]["content"][0]["text"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return f"tool result is not one JSON text block: {text[:200]!r}"
+    if isinstance(payload, dict) and payload.get("ok") is False:
+        return f"refused: {payload.get('error')}: {str(payload.get('reason'))[:200]}"
+    if isinstance(payload, dict) and payload.get("created") is False:
+        return f"not written (created: false): {text[:200]!r}"
+    return None
+
+
+def measure(
+    url: str,
+    body: Callable[[int], bytes],
+    concurrency: int,
+    plan: Plan,
+    token: str | None = None,
+    check: Callable[[int, bytes], str | None] = default_check,
+) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    result = asyncio.run(
+        run_load(
+            url,
+            body,
+            concurrency=concurrency,
+            seconds=plan.seconds,
+            headers=headers,
+            warmup_s=plan.warmup,
+            check=check,
+        )
+    )
+    return result.summary()
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+# --- 1. anchors ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AnchorSpec:
+    key: str
+    label: str
+    argv: Callable[[int], list[str]]
+
+
+def python_anchor(key: str, label: str, mode: str) -> AnchorSpec:
+    script = str(ROOT / "bench" / "anchor_sdk_server.py")
+    return AnchorSpec(key, label, lambda port: [PY, script, "--port", str(port), "--mode", mode])
+
+
+def ts_anchor() -> tuple[AnchorSpec | None, str]:
+    """Anchor (d), or None and why not. Installs tests/interop's pinned packages if missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        return None, "node or npm not found on PATH"
+    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        log("installing tests/interop's node packages (npm install) for anchor (d)")
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--silent"],
+            cwd=INTEROP,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode:
+            return None, f"npm install failed in tests/interop: {done.stderr.strip()[-300:]}"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    script = str(ROOT / "bench" / "anchor_ts_server.mjs")
+    label = f"(d) TypeScript SDK 1.32.2, fresh server per request (node {version})"
+    return AnchorSpec("d", label, lambda port: [node, script, "--port", str(port)]), ""
+
+
+@contextmanager
+def serving(spec: AnchorSpec) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(spec.argv(port), cwd=ROOT)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop(process)
+
+
+def section_anchors(plan: Plan, skipped: list[str]) -> list[dict[str, Any]]:
+    specs = [
+        python_anchor("a", "(a) Python SDK, fresh server per request", "fresh"),
+        python_anchor("b", "(b) Python SDK, one shared server", "shared"),
+        python_anchor("c", "(c) bare ASGI app, fixed SSE answer (floor)", "floor"),
+    ]
+    ts, why_not = ts_anchor()
+    if ts:
+        specs.append(ts)
+    else:
+        skipped.append(f"anchor (d): {why_not}")
+        log(f"skipping anchor (d): {why_not}")
+    rows = []
+    for spec in specs:
+        with serving(spec) as url:
+            for concurrency in CONCURRENCIES:
+                fig = measure(url, tools_call_body("echo", {"text": "hello"}), concurrency, plan)
+                rows.append({"anchor": spec.key, "variant": spec.label, "concurrency": concurrency, **fig})
+                log(f"  anchor {spec.key} c={concurrency}: {fig['rps']} req/s, {fig['errors']} errors")
+    for row in rows:
+        row["vs_a"] = ratio(row["rps"], anchor_rps(rows, row["concurrency"]))
+    return rows
+
+
+def anchor_rps(anchors: list[dict[str, Any]], concurrency: int) -> float | None:
+    return next((r["rps"] for r in anchors if r["anchor"] == "a" and r["concurrency"] == concurrency), None)
+
+
+# --- 2. the operator's tools -----------------------------------------------------------------------
+@contextmanager
+def operator(database_url: str | None, workers: int = 1) -> Iterator[Scratch]:
+    op = Scratch(database_url, workers=workers)
+    try:
+        op.setup()
+        op.start()
+        yield op
+    finally:
+        op.close()
+
+
+def section_operator(
+    plan: Plan, databases: dict[str, str | None], anchors: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for database, url in databases.items():
+        for workers in (1, 2):
+            log(f"operator on {database}, {workers} worker(s)")
+            with operator(url, workers) as op:
+                for tool in TOOLS:
+                    for concurrency in CONCURRENCIES:
+                        fig = measure(op.url, body_for(tool), concurrency, plan, op.token, strict_check)
+                        fig["vs_a"] = ratio(fig["rps"], anchor_rps(anchors, concurrency))
+                        rows.append(
+                            {
+                                "database": database,
+                                "workers": workers,
+                                "tool": tool,
+                                "concurrency": concurrency,
+                                **fig,
+                            }
+                        )
+                        log(f"  {tool} c={concurrency}: {fig['rps']} req/s, {fig['errors']} errors")
+    return rows
+
+
+def find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def workers_scaling(rows: list[dict[str, Any]], databases: Sequence[str]) -> list[dict[str, Any]]:
+    """req/s with 2 workers / 1 worker at concurrency 16, per database and tool."""
+    out = []
+    for database in databases:
+        for tool in TOOLS:
+            one = find(rows, database=database, workers=1, tool=tool, concurrency=16)
+            two = find(rows, database=database, workers=2, tool=tool, concurrency=16)
+            if one and two:
+                out.append({"database": database, "tool": tool, "ratio": ratio(two["rps"], one["rps"])})
+    return out
+
+
+# --- 3. growth -------------------------------------------------------------------------------------
+def prepare(op: Scratch, size: int) -> dict[str, Any]:
+    op.setup()
+    return op.fill(size, all_open=False)
+
+
+def growth_rows(
+    samples: dict[tuple[str, Any], Samples], meta: dict[Any, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    rows = []
+    for (tool, label), sample in samples.items():
+        values = sample.latencies_ms
+        rows.append(
+            {
+                **meta[label],
+                "tool": tool,
+                "calls": len(values),
+                "p50_ms": round(pct(values, 0.5), 3),
+                "p99_ms": round(pct(values, 0.99), 3),
+                "round_p50_ms": [round(v, 2) for v in sample.round_p50_ms],
+                "errors": sample.errors,
+                "first_error": sample.first_error or None,
+            }
+        )
+    return rows
+
+
+def section_growth(plan: Plan, pg_url: str | None) -> dict[str, Any]:
+    """Small and large histories side by side, on each database, in interleaved rounds; then, on
+    PostgreSQL, the large history's audit trail grown to plan.audit_rows and measured again."""
+    ops: dict[str, tuple[Scratch, int]] = {"sqlite/small": (Scratch(None), SMALL_HISTORY)}
+    ops["sqlite/large"] = (Scratch(None), plan.growth_size)
+    if pg_url:
+        ops["postgresql/small"] = (Scratch(sibling_database(pg_url, "_growth_small")), SMALL_HISTORY)
+        ops["postgresql/large"] = (Scratch(sibling_database(pg_url, "_growth_large")), plan.growth_size)
+    try:
+        started = time.monotonic()
+        # Filling is setup, not measurement: the four fills run side by side to save a minute.
+        with ThreadPoolExecutor(max_workers=len(ops)) as pool:
+            counts = dict(zip(ops, pool.map(lambda pair: prepare(*pair), ops.values()), strict=True))
+        log(f"  filled {len(ops)} histories in {time.monotonic() - started:.0f} s")
+        for op, _ in ops.values():
+            op.start()
+        meta = {
+            label: {
+                "database": label.split("/")[0],
+                "phase": "history",
+                "history": size,
+                "audit": counts[label]["audit"],
+            }
+            for label, (_, size) in ops.items()
+        }
+        targets = [(op, label) for label, (op, _) in ops.items()]
+        samples = interleaved_rounds(
+            targets, GROWTH_TOOLS, plan.growth_rounds, plan.growth_seconds, check=strict_check
+        )
+        rows = growth_rows(samples, meta)
+        if pg_url:
+            rows += grow_audit_and_measure(plan, ops["postgresql/small"][0], ops["postgresql/large"][0])
+    finally:
+        for op, _ in ops.values():
+            op.close()
+    return {"rows": rows, "ratios": growth_ratios(rows)}
+
+
+def grow_audit_and_measure(plan: Plan, small: Scratch, large: Scratch) -> list[dict[str, Any]]:
+    started = time.monotonic()
+    audit = large.fill_audit(plan.audit_rows)
+    log(f"  grew the PostgreSQL audit trail to {audit['audit']:,} rows in {time.monotonic() - started:.0f} s")
+    meta = {
+        "small": {
+            "database": "postgresql",
+            "phase": "audit",
+            "history": SMALL_HISTORY,
+            "audit": SMALL_HISTORY,
+        },
+        "large": {"database": "postgresql", "phase": "audit", "history": plan.growth_size, **audit},
+    }
+    samples = interleaved_rounds(
+        [(small, "small"), (large, "large")],
+        GROWTH_TOOLS,
+        plan.growth_rounds,
+        plan.growth_seconds,
+        check=strict_check,
+    )
+    return growth_rows(samples, meta)
+
+
+def growth_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """p50(large) / p50(small) per database, phase and tool, each pair measured in the same rounds."""
+    out = []
+    for small in (r for r in rows if r["history"] == SMALL_HISTORY):
+        key = {k: small[k] for k in ("database", "phase", "tool")}
+        large = next(
+            r for r in rows if r["history"] != SMALL_HISTORY and all(r[k] == v for k, v in key.items())
+        )
+        what = f"{large['history']:,} rows" + (
+            f", {large['audit']:,} audit" if key["phase"] == "audit" else ""
+        )
+        out.append({**key, "large": what, "ratio": ratio(large["p50_ms"], small["p50_ms"])})
+    return out
+
+
+# --- 4. memory -------------------------------------------------------------------------------------
+def worker_pids(op: Scratch) -> list[int]:
+    """The processes serving requests: uvicorn itself with one worker, its children with more."""
+    assert op.process
+    if op.workers == 1:
+        return [op.process.pid]
+    children = Path(f"/proc/{op.process.pid}/task/{op.process.pid}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def drive(op: Scratch, calls: int, plan: Plan) -> Result:
+    """`calls` calls of the five tools in turn, at the plan's concurrency (bounded in time too)."""
+    return asyncio.run(
+        run_load(
+            op.url,
+            mixed_body(TOOLS),
+            concurrency=plan.memory_concurrency,
+            seconds=plan.memory_max_seconds,
+            headers={"Authorization": f"Bearer {op.token}"},
+            warmup_s=0,
+            max_requests=calls,
+            check=strict_check,
+        )
+    )
+
+
+def section_memory(plan: Plan) -> dict[str, Any]:
+    with operator(None, workers=1) as op:
+        warm = drive(op, plan.memory_warmup_calls, plan)
+        before = rss_kib(worker_pids(op)[0])
+        run = drive(op, plan.memory_calls, plan)
+        after = rss_kib(worker_pids(op)[0])
+    return {
+        "database": "sqlite",
+        "workers": 1,
+        "concurrency": plan.memory_concurrency,
+        "warmup_calls": warm.requests,
+        "calls": run.requests,
+        "rps": round(run.rps, 1),
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "growth_pct": round(100 * (after - before) / before, 2),
+        "errors": warm.errors + run.errors,
+        "first_error": warm.first_error or run.first_error or None,
+    }
+
+
+# --- 5. targets and the report ---------------------------------------------------------------------
+def target(name: str, figure: float | None, goal: str, met: bool | None) -> dict[str, Any]:
+    return {"target": name, "figure": figure, "goal": goal, "met": met}
+
+
+def at_least(name: str, figure: float | None, goal: float) -> dict[str, Any]:
+    return target(name, figure, f">= {goal:g}", None if figure is None else figure >= goal)
+
+
+def at_most(name: str, figure: float | None, goal: float) -> dict[str, Any]:
+    return target(name, figure, f"<= {goal:g}", None if figure is None else figure <= goal)
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for row in report["operator"]:
+        if row["workers"] == 1 and row["concurrency"] == 1:
+            read = row["tool"] in READS
+            name = f"{'read' if read else 'write'} {row['tool']}, {row['database']}, c=1, vs (a)"
+            out.append(at_least(name, row["vs_a"], READ_VS_A if read else WRITE_VS_A))
+    for row in report["workers_scaling"]:
+        if row["database"] == "postgresql":
+            name = f"postgresql 2 workers / 1 worker, c=16, {row['tool']}"
+            out.append(at_least(name, row["ratio"], PG_WORKERS_SCALING))
+    for row in report["growth"]["ratios"]:
+        name = f"growth {row['database']}, {row['tool']}, p50 {row['large']} / {SMALL_HISTORY:,}"
+        out.append(at_most(name, row["ratio"], GROWTH_MAX))
+    memory = report["memory"]
+    out.append(at_most("RSS growth over the memory run, %", memory["growth_pct"], RSS_GROWTH_MAX_PCT))
+    out.append(target("errors", report["errors"], "== 0", report["errors"] == 0))
+    return out
+
+
+def count_errors(report: dict[str, Any]) -> int:
+    rows = report["anchors"] + report["operator"] + report["growth"]["rows"] + [report["memory"]]
+    return sum(r["errors"] for r in rows)
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_tables(report: dict[str, Any]) -> None:
+    plan = report["plan"]
+    head = f"{'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'vs (a)':>6}"
+
+    def figures(r: dict[str, Any]) -> str:
+        return (
+            f"{r['concurrency']:>4} {r['rps']:>8.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+            f"{r['errors']:>6} {fmt(r['vs_a']):>6}"
+        )
+
+    print(
+        f"\n== anchors: one server process each, {plan['seconds']:g} s per figure after {plan['warmup']:g} s"
+    )
+    print(f"{'variant':62} {head}")
+    for r in report["anchors"]:
+        print(f"{r['variant']:62} {figures(r)}")
+    print("\n== operator: tools/call through the full stack, bearer token; vs (a) at the same concurrency")
+    print(f"{'database':10} {'workers':>7} {'tool':43} {head}")
+    for r in report["operator"]:
+        print(f"{r['database']:10} {r['workers']:>7} {r['tool']:43} {figures(r)}")
+    print("\n== 2 workers / 1 worker, req/s at concurrency 16")
+    for r in report["workers_scaling"]:
+        print(f"{r['database']:10} {r['tool']:43} {fmt(r['ratio']):>6}")
+    print(
+        f"\n== growth: concurrency 1, {plan['growth_rounds']} interleaved rounds of "
+        f"{plan['growth_seconds']:g} s per tool and size"
+    )
+    print(
+        f"{'database':10} {'phase':8} {'history':>8} {'audit':>9} {'tool':26} {'calls':>6} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'errors':>6}"
+    )
+    for r in report["growth"]["rows"]:
+        print(
+            f"{r['database']:10} {r['phase']:8} {r['history']:>8,} {r['audit']:>9,} {r['tool']:26} "
+            f"{r['calls']:>6} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['errors']:>6}"
+        )
+    for r in report["growth"]["ratios"]:
+        print(f"ratio p50 {r['large']} / {SMALL_HISTORY:,}, {r['database']}, {r['tool']}: {fmt(r['ratio'])}")
+    m = report["memory"]
+    print(
+        f"\n== memory: one SQLite worker, concurrency {m['concurrency']}: "
+        f"RSS {m['rss_before_kib'] / 1024:.1f} MiB after {m['warmup_calls']} calls, "
+        f"{m['rss_after_kib'] / 1024:.1f} MiB after {m['calls']:,} more "
+        f"({m['growth_pct']:+.1f} %, {m['rps']:.0f} req/s, {m['errors']} errors)"
+    )
+    print("\n== targets")
+    for t in report["targets"]:
+        met = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
+        print(f"{t['target']:78} {fmt(t['figure']):>8} {t['goal']:>7} {met:>6}")
+    for reason in report["skipped"]:
+        print(f"skipped: {reason}")
+    print(f"\nelapsed: {report['elapsed_s']:.0f} s")
+
+
+def postgres_url(opts: argparse.Namespace, skipped: list[str]) -> str | None:
+    """The benchmark's PostgreSQL database (created if missing), or None if there is none."""
+    if opts.no_postgres:
+        skipped.append("postgresql: --no-postgres")
+        return None
+    try:
+        return sibling_database(opts.database_url, "")
+    except Exception as error:  # an unreachable server: a SQLite-only run, said so in the report
+        skipped.append(f"postgresql: {error}")
+        log(f"skipping PostgreSQL: {error}")
+        return None
+
+
+def main() -> None:
+    opts, plan = parse_args()
+    started = time.monotonic()
+    skipped: list[str] = []
+    pg_url = postgres_url(opts, skipped)
+    databases: dict[str, str | None] = {"sqlite": None, **({"postgresql": pg_url} if pg_url else {})}
+
+    log("1/4 anchors")
+    anchors = section_anchors(plan, skipped)
+    log("2/4 the operator's tools")
+    ours = section_operator(plan, databases, anchors)
+    log("3/4 growth")
+    growth = section_growth(plan, pg_url)
+    log("4/4 memory")
+    memory = section_memory(plan)
+
+    report: dict[str, Any] = {
+        "plan": {**asdict(plan), "quick": opts.quick},
+        "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(v, 2) for v in os.getloadavg()]},
+        "anchors": anchors,
+        "operator": ours,
+        "workers_scaling": workers_scaling(ours, list(databases)),
+        "growth": growth,
+        "memory": memory,
+        "skipped": skipped,
+    }
+    report["errors"] = count_errors(report)
+    report["targets"] = targets(report)
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    print_tables(report)
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(report, indent=2))
+    print("\n" + json.dumps(report))
+    if report["errors"]:
+        log(f"ERRORS in the run: {report['errors']}")
+        for row in report["anchors"] + report["operator"] + report["growth"]["rows"] + [memory]:
+            if row["errors"]:
+                what = row.get("variant") or row.get("tool") or "memory"
+                log(f"  {row.get('database', '')} {what}: {row['first_error']}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
