@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadgen import Result, default_check, run_load, tools_call_body
@@ -62,6 +62,7 @@ WRITES = ("operator_record_progress", "operator_update_world_model", "operator_r
 TOOLS = READS + WRITES
 GROWTH_TOOLS = ("operator_context_packet", "operator_state")
 SMALL_HISTORY = 1_000
+T = TypeVar("T")
 
 # The targets of the performance issue.
 READ_VS_A = 1.0
@@ -226,7 +227,7 @@ def ts_anchor() -> tuple[AnchorSpec | None, str]:
             return None, f"npm install failed in tests/interop: {done.stderr.strip()[-300:]}"
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False).stdout.strip()
     script = str(ROOT / "bench" / "anchor_ts_server.mjs")
-    label = f"(d) TypeScript SDK 1.32.2, fresh server per request (node {version})"
+    label = f"(d) TS SDK 1.32.2, fresh server per request, node {version}"
     return AnchorSpec("d", label, lambda port: [node, script, "--port", str(port)]), ""
 
 
@@ -270,9 +271,30 @@ def anchor_rps(anchors: list[dict[str, Any]], concurrency: int) -> float | None:
 
 
 # --- 2. the operator's tools -----------------------------------------------------------------------
+SQLITE_FILE = "operator.sqlite3"  # the default database of operator_site/settings.py, in the data folder
+
+
+class Scratches:
+    """Makes scratch operators. SQLite ones start from a copy of one migrated database file:
+    migrating a fresh SQLite database takes ~6 s, and a run makes five of them."""
+
+    def __init__(self) -> None:
+        self._template = Scratch(None)
+        self._template.manage("migrate", "--no-input", "-v", "0")
+
+    def new(self, database_url: str | None, workers: int = 1) -> Scratch:
+        op = Scratch(database_url, workers=workers)
+        if database_url is None:
+            shutil.copy(Path(self._template.tmp.name) / SQLITE_FILE, Path(op.tmp.name) / SQLITE_FILE)
+        return op
+
+    def close(self) -> None:
+        self._template.close()
+
+
 @contextmanager
-def operator(database_url: str | None, workers: int = 1) -> Iterator[Scratch]:
-    op = Scratch(database_url, workers=workers)
+def operator(scratches: Scratches, database_url: str | None, workers: int = 1) -> Iterator[Scratch]:
+    op = scratches.new(database_url, workers)
     try:
         op.setup()
         op.start()
@@ -282,13 +304,13 @@ def operator(database_url: str | None, workers: int = 1) -> Iterator[Scratch]:
 
 
 def section_operator(
-    plan: Plan, databases: dict[str, str | None], anchors: list[dict[str, Any]]
+    plan: Plan, scratches: Scratches, databases: dict[str, str | None], anchors: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     rows = []
     for database, url in databases.items():
         for workers in (1, 2):
             log(f"operator on {database}, {workers} worker(s)")
-            with operator(url, workers) as op:
+            with operator(scratches, url, workers) as op:
                 for tool in TOOLS:
                     for concurrency in CONCURRENCIES:
                         fig = measure(op.url, body_for(tool), concurrency, plan, op.token, strict_check)
@@ -325,7 +347,9 @@ def workers_scaling(rows: list[dict[str, Any]], databases: Sequence[str]) -> lis
 # --- 3. growth -------------------------------------------------------------------------------------
 def prepare(op: Scratch, size: int) -> dict[str, Any]:
     op.setup()
-    return op.fill(size, all_open=False)
+    counts = op.fill(size, all_open=False)
+    op.start()
+    return counts
 
 
 def growth_rows(
@@ -349,22 +373,20 @@ def growth_rows(
     return rows
 
 
-def section_growth(plan: Plan, pg_url: str | None) -> dict[str, Any]:
+def section_growth(plan: Plan, scratches: Scratches, pg_url: str | None) -> dict[str, Any]:
     """Small and large histories side by side, on each database, in interleaved rounds; then, on
     PostgreSQL, the large history's audit trail grown to plan.audit_rows and measured again."""
-    ops: dict[str, tuple[Scratch, int]] = {"sqlite/small": (Scratch(None), SMALL_HISTORY)}
-    ops["sqlite/large"] = (Scratch(None), plan.growth_size)
+    ops = {"sqlite/small": (scratches.new(None), SMALL_HISTORY)}
+    ops["sqlite/large"] = (scratches.new(None), plan.growth_size)
     if pg_url:
-        ops["postgresql/small"] = (Scratch(sibling_database(pg_url, "_growth_small")), SMALL_HISTORY)
-        ops["postgresql/large"] = (Scratch(sibling_database(pg_url, "_growth_large")), plan.growth_size)
+        ops["postgresql/small"] = (scratches.new(sibling_database(pg_url, "_growth_small")), SMALL_HISTORY)
+        ops["postgresql/large"] = (scratches.new(sibling_database(pg_url, "_growth_large")), plan.growth_size)
     try:
         started = time.monotonic()
-        # Filling is setup, not measurement: the four fills run side by side to save a minute.
+        # Filling is setup, not measurement: the fills run side by side to save a minute.
         with ThreadPoolExecutor(max_workers=len(ops)) as pool:
             counts = dict(zip(ops, pool.map(lambda pair: prepare(*pair), ops.values()), strict=True))
-        log(f"  filled {len(ops)} histories in {time.monotonic() - started:.0f} s")
-        for op, _ in ops.values():
-            op.start()
+        log(f"  filled and started {len(ops)} operators in {time.monotonic() - started:.0f} s")
         meta = {
             label: {
                 "database": label.split("/")[0],
@@ -458,8 +480,8 @@ def drive(op: Scratch, calls: int, plan: Plan) -> Result:
     )
 
 
-def section_memory(plan: Plan) -> dict[str, Any]:
-    with operator(None, workers=1) as op:
+def section_memory(plan: Plan, scratches: Scratches) -> dict[str, Any]:
+    with operator(scratches, None, workers=1) as op:
         warm = drive(op, plan.memory_warmup_calls, plan)
         before = rss_kib(worker_pids(op)[0])
         run = drive(op, plan.memory_calls, plan)
@@ -518,7 +540,9 @@ def count_errors(report: dict[str, Any]) -> int:
 
 
 def fmt(value: float | None, spec: str = ".2f") -> str:
-    return "-" if value is None else format(value, spec)
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else format(value, spec)
 
 
 def print_tables(report: dict[str, Any]) -> None:
@@ -575,6 +599,14 @@ def print_tables(report: dict[str, Any]) -> None:
     print(f"\nelapsed: {report['elapsed_s']:.0f} s")
 
 
+def timed(title: str, section: Callable[[], T]) -> T:
+    log(title)
+    started = time.monotonic()
+    result = section()
+    log(f"  ({title}: {time.monotonic() - started:.0f} s)")
+    return result
+
+
 def postgres_url(opts: argparse.Namespace, skipped: list[str]) -> str | None:
     """The benchmark's PostgreSQL database (created if missing), or None if there is none."""
     if opts.no_postgres:
@@ -595,14 +627,16 @@ def main() -> None:
     pg_url = postgres_url(opts, skipped)
     databases: dict[str, str | None] = {"sqlite": None, **({"postgresql": pg_url} if pg_url else {})}
 
-    log("1/4 anchors")
-    anchors = section_anchors(plan, skipped)
-    log("2/4 the operator's tools")
-    ours = section_operator(plan, databases, anchors)
-    log("3/4 growth")
-    growth = section_growth(plan, pg_url)
-    log("4/4 memory")
-    memory = section_memory(plan)
+    scratches = Scratches()
+    try:
+        anchors = timed("1/4 anchors", lambda: section_anchors(plan, skipped))
+        ours = timed(
+            "2/4 the operator's tools", lambda: section_operator(plan, scratches, databases, anchors)
+        )
+        growth = timed("3/4 growth", lambda: section_growth(plan, scratches, pg_url))
+        memory = timed("4/4 memory", lambda: section_memory(plan, scratches))
+    finally:
+        scratches.close()
 
     report: dict[str, Any] = {
         "plan": {**asdict(plan), "quick": opts.quick},

@@ -347,9 +347,8 @@ def record_intent(
     action = _clean_action(action)
     key = idempotency_key(action.type, action.title, action.recipient, action.amount_cents, action.body)
     day = local_day(now)
-    existing = Intent.objects.filter(idempotency_key=key, local_day=day).first()
-    if existing is not None:
-        return existing, False
+    # No look-up first: the unique (key, day) constraint decides, in the savepoint below, and a
+    # duplicate reads the existing row there (one query fewer for every new intent).
 
     intent = Intent(
         action_type=action.type,
@@ -389,6 +388,7 @@ def record_intent(
             updated_at=now,
         )
         notify_approval_request(intent, decision)
+        _remember_decisions(intent, [decision])
     elif intent.status == IntentStatus.BLOCKED:
         notify(
             kind="intent_blocked",
@@ -694,6 +694,25 @@ def open_decisions(limit: int = 50) -> list[Decision]:
     )
 
 
+def _first_decision(intent: Intent) -> Decision | None:
+    """The intent's (first) decision, from the prefetched ones when they were loaded (a listing's
+    prefetch_related, or record_intent, which has just created it): no query per intent."""
+    if not intent.pk:
+        return None
+    prefetched = getattr(intent, "_prefetched_objects_cache", {}).get("decisions")
+    if prefetched is not None:
+        return min(prefetched, key=lambda decision: decision.pk, default=None)
+    return intent.decisions.order_by("pk").first()
+
+
+def _remember_decisions(intent: Intent, decisions: list[Decision]) -> None:
+    """Hand the decisions just written to intent_dict() the way prefetch_related() would."""
+    queryset = Decision.objects.filter(intent=intent)
+    queryset._result_cache = decisions
+    queryset._prefetch_done = True
+    intent._prefetched_objects_cache = {"decisions": queryset}
+
+
 def intent_dict(intent: Intent, *, created: bool | None = None) -> dict[str, Any]:
     """The seed §4.5 row (its fields first, in its order), then the rest of the intent."""
     pending = intent.status == IntentStatus.PENDING_APPROVAL
@@ -710,7 +729,7 @@ def intent_dict(intent: Intent, *, created: bool | None = None) -> dict[str, Any
     }
     if created is not None:
         row["created"] = created
-    decision = intent.decisions.first() if intent.pk else None
+    decision = _first_decision(intent)
     row.update(
         {
             "recipient": intent.recipient or None,

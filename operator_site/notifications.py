@@ -88,9 +88,8 @@ def notify(
         "subject_id": subject_id,
     }
     if dedupe_key is not None:
-        existing = Notification.objects.filter(dedupe_key=dedupe_key).first()
-        if existing:
-            return existing, False
+        # No look-up first: the unique key decides in the savepoint (a new notice, the common case,
+        # costs one statement; a repeated one reads the existing row after the refused insert).
         try:
             with transaction.atomic():
                 notice = Notification.objects.create(dedupe_key=dedupe_key, **values)

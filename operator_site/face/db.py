@@ -22,6 +22,7 @@ ways to get from the event loop to the ORM, chosen per database by `OPERATOR_DB_
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -48,13 +49,29 @@ def runs_inline() -> bool:
     return mode == "true"
 
 
+# A connection that completed a unit of work this recently is not health-checked again before the
+# next one (see `_unit_of_work`).
+HEALTH_CHECK_IDLE_S = 1.0
+
+
 def _unit_of_work(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     # Nothing here runs inside Django's request cycle, so nobody else recycles these connections:
     # drop one that errored or outlived CONN_MAX_AGE before and after each unit of work.
     close_old_connections()
+    # close_old_connections() also re-arms Django's health check (CONN_HEALTH_CHECKS), which costs a
+    # `SELECT 1` round trip on PostgreSQL before every unit of work — two per tool call. A connection
+    # that finished a unit of work cleanly within the last second does not need it: if the server
+    # went away since, the statement fails, the unit answers a retryable error, and the errored
+    # connection is closed by the close_old_connections() after it. A connection idle for longer
+    # (which a restart of the server may have broken unnoticed) is checked as before.
+    if connection.connection is not None and not connection.errors_occurred:
+        idle = time.monotonic() - getattr(connection, "operator_last_unit", float("-inf"))
+        if idle < HEALTH_CHECK_IDLE_S:
+            connection.health_check_done = True
     try:
         return fn(*args)
     finally:
+        connection.operator_last_unit = time.monotonic()
         close_old_connections()
 
 
