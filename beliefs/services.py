@@ -28,6 +28,7 @@ from beliefs.models import (
     WorldModelVersion,
     stakes_of,
 )
+from operator_site.compiled_sql import create_row, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,
@@ -83,20 +84,15 @@ def image_of(row: Belief) -> Image:
     }
 
 
-# Standard SQL identifier quoting (both SQLite and PostgreSQL); identifiers come from the model.
-_SNAPSHOT_SQL = f'SELECT * FROM "{Belief._meta.db_table}" WHERE "kind" = %s AND "key" = %s'  # noqa: S608
-
-
 class BeliefStore:
     """The world model's live entities: one `Belief` row per (kind, key)."""
 
     def snapshot(self, entity: str) -> Image | None:
         # Read twice per changed belief on every world-model write (the check, then the pre-image
-        # under the claimed version); a raw query skips the ORM's compilation, which cost more than
-        # the lookup. (kind, key) is unique, so at most one row comes back.
+        # under the claimed version): the compiled-once lookup. (kind, key) is unique.
         kind, key = split_entity(entity)
-        rows = list(Belief.objects.raw(_SNAPSHOT_SQL, [kind, key]))
-        return image_of(rows[0]) if rows else None
+        row = row_where(Belief, kind=kind, key=key)
+        return image_of(row) if row else None
 
     def apply(self, entity: str, image: Image | None, version: WorldModelVersion) -> None:
         kind, key = split_entity(entity)
@@ -117,7 +113,7 @@ class BeliefStore:
             "last_version": version.number,
         }
         if not Belief.objects.filter(kind=kind, key=key).update(updated_at=timezone.now(), **fields):
-            Belief.objects.create(kind=kind, key=key, **fields)
+            create_row(Belief, kind=kind, key=key, **fields)
 
 
 WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())

@@ -210,9 +210,14 @@ def fill_audit(target: int) -> dict[str, Any]:
 
 # --- the driver -------------------------------------------------------------------------------------
 class Scratch:
-    """A scratch operator: data folder, database (flushed), token, uvicorn (one worker by default)."""
+    """A scratch operator: data folder, database (flushed), token, uvicorn (one worker by default).
 
-    def __init__(self, database_url: str | None, workers: int = 1) -> None:
+    `entrypoint` "uvicorn" runs `python -m uvicorn operator_site.asgi:application`; "serve" runs the
+    product's own `manage.py serve` (which launches uvicorn itself), so that whatever it does to the
+    server is measured too. The server's output goes to `server.log` in the data folder; a failed
+    start, and any error or warning it logged, are shown on stderr."""
+
+    def __init__(self, database_url: str | None, workers: int = 1, entrypoint: str = "uvicorn") -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="operator-packet-bench-")
         self.env = {
             **os.environ,
@@ -229,6 +234,8 @@ class Scratch:
         else:  # SQLite in the data folder, even if the calling shell exports a DATABASE_URL
             self.env.pop("DATABASE_URL", None)
         self.workers = workers
+        self.entrypoint = entrypoint
+        self.log_path = Path(self.tmp.name) / "server.log"
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.token = ""
@@ -263,28 +270,35 @@ class Scratch:
         ).stdout
         return json.loads(out.strip().splitlines()[-1])
 
+    def server_argv(self) -> list[str]:
+        where = ["--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
+        if self.entrypoint == "serve":
+            return [PY, "manage.py", "serve", *where, "--no-access-log"]
+        app = "operator_site.asgi:application"
+        return [PY, "-m", "uvicorn", app, *where, "--no-access-log", "--log-level", "warning"]
+
     def start(self) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                PY,
-                "-m",
-                "uvicorn",
-                "operator_site.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-                "--no-access-log",
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=self.env,
-        )
-        wait_for_port(self.port, self.process)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.server_argv(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            wait_for_port(self.port, self.process)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; its output:\n{self.log_tail()}") from error
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def report_problems(self) -> None:
+        """Echo the server's log tail if it logged an error or a warning (a benchmark's figures
+        mean little if the server was failing underneath)."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        if any(marker in text for marker in ("Traceback", "ERROR", "WARNING", "CRITICAL")):
+            print(f"--- server log of {self.url} (tail) ---\n{self.log_tail()}", file=sys.stderr)
 
     @property
     def url(self) -> str:
@@ -293,6 +307,7 @@ class Scratch:
     def close(self) -> None:
         if self.process:
             stop(self.process)
+            self.report_problems()
         self.tmp.cleanup()
 
 

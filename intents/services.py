@@ -31,6 +31,7 @@ from intents.models import (
     IntentEvent,
     IntentStatus,
 )
+from operator_site.compiled_sql import create_row, insert_row
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
@@ -298,7 +299,8 @@ def log_event(
     data: dict[str, Any] | None = None,
     now: datetime | None = None,
 ) -> None:
-    IntentEvent.objects.create(
+    create_row(
+        IntentEvent,
         intent=intent,
         event=event,
         from_status=from_status,
@@ -370,7 +372,7 @@ def record_intent(
         intent.expires_at = now + timedelta(days=settings.OPERATOR_APPROVAL_EXPIRY_DAYS)
     try:
         with transaction.atomic():
-            intent.save(force_insert=True)
+            insert_row(intent)
     except IntegrityError:
         existing = Intent.objects.filter(idempotency_key=key, local_day=day).first()
         if existing is None:
@@ -379,7 +381,8 @@ def record_intent(
 
     log_event(intent, "recorded", by=principal, via="mcp", to_status=intent.status, now=now)
     if intent.status == IntentStatus.PENDING_APPROVAL:
-        decision = Decision.objects.create(
+        decision = create_row(
+            Decision,
             title=f"Approve: {intent.title}"[:300],
             detail=describe_intent(intent),
             intent=intent,

@@ -170,6 +170,7 @@ from django.db import connection, models, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from operator_site.compiled_sql import create_row
 from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
@@ -268,6 +269,7 @@ class Draft:
 
     base: int
     claimed: bool = False
+    pinned: bool = False  # the caller named this base (expected_version); a race is theirs to retry
 
     @property
     def number(self) -> int:
@@ -419,7 +421,7 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current)
+        return Draft(base=current, pinned=expected_version is not None)
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:
@@ -437,6 +439,7 @@ class Lineage:
                         f"The {self.label} changed (version {draft.base} → {current}) while this call "
                         "was being checked; nothing was written. Re-read it and retry."
                     ),
+                    retry_here=not draft.pinned,
                     current_version=current,
                     refused_with=refusal.code,
                 ) from refusal
@@ -459,7 +462,8 @@ class Lineage:
         # pre-images read below are exactly what this version supersedes.
         try:
             with version_race_guard(current_version=draft.number):
-                version = self.version_model.objects.create(
+                version = create_row(
+                    self.version_model,
                     number=draft.number,
                     supersedes=draft.base,
                     principal=principal,
@@ -475,6 +479,7 @@ class Lineage:
         except VersionConflict as conflict:
             conflict.extra["current_version"] = self.current_version()
             conflict.extra["based_on"] = draft.base
+            conflict.retry_here = not draft.pinned
             conflict.reason = (
                 f"Another write extended version {draft.base} of the {self.label} first; nothing was "
                 "written. Re-read it and retry."

@@ -49,6 +49,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from operator_site.compiled_sql import create_row
 from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
@@ -92,11 +93,11 @@ def notify(
         # costs one statement; a repeated one reads the existing row after the refused insert).
         try:
             with transaction.atomic():
-                notice = Notification.objects.create(dedupe_key=dedupe_key, **values)
+                notice = create_row(Notification, dedupe_key=dedupe_key, **values)
         except IntegrityError:
             return Notification.objects.get(dedupe_key=dedupe_key), False
     else:
-        notice = Notification.objects.create(**values)
+        notice = create_row(Notification, **values)
     transaction.on_commit(request_delivery)
     return notice, True
 

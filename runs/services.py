@@ -33,6 +33,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from operator_site.compiled_sql import create_row, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from runs.models import (
@@ -79,8 +80,9 @@ def local_date(now: datetime | None = None) -> date:
 
 
 def find_day(day: date) -> OperatorDay | None:
-    """The operator day of a local date, if it was opened. Never writes."""
-    return OperatorDay.objects.filter(date=day).first()
+    """The operator day of a local date, if it was opened. Never writes. (Read by every write of the
+    record, hence the compiled-once lookup.)"""
+    return row_where(OperatorDay, date=day)
 
 
 def open_day(
@@ -468,7 +470,8 @@ def record_progress(
         if run is None:
             raise Refusal("unknown_run", f"There is no run {run_id}; nothing was recorded.", run_id=run_id)
     now = now or timezone.now()
-    return ProgressEntry.objects.create(
+    return create_row(
+        ProgressEntry,
         day=current_day(principal=principal, via="operator_record_progress", now=now),
         run=run,
         tick=tick,

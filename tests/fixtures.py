@@ -184,17 +184,11 @@ def start_uvicorn(workers: int = 1, extra_env: dict[str, str] | None = None) -> 
         [
             sys.executable,
             "-m",
-            "uvicorn",
-            "operator_site.asgi:application",
-            "--host",
-            "127.0.0.1",
+            "operator_site.serving",  # uvicorn, as `manage.py serve` runs it
             "--port",
             str(port),
             "--workers",
             str(workers),
-            "--no-access-log",
-            "--log-level",
-            "warning",
         ],
         cwd=ROOT,
         env=env,

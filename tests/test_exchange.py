@@ -2,7 +2,8 @@
 
 Every request of the corpus is sent twice, once with the face's single exchange and once with every
 request going through the SDK's `StreamableHTTPSessionManager`, and the two answers must agree byte
-for byte: status, headers, body (clock readings and new rows' ids inside a tool's answer are the only things masked).
+for byte: status, headers, body (clock readings and new rows' ids inside a tool's answer are the
+only things masked).
 A second test proves which path each request took, so the comparison cannot pass by both sides
 quietly going through the same code.
 """

@@ -155,3 +155,30 @@ def test_one_instruction_cannot_authorise_the_same_key_twice_under_a_race(owner,
     )
     assert ConfirmationUse.objects.count() == 1
     assert WorldModelVersion.objects.count() == 1
+
+
+def test_unpinned_writes_racing_are_retried_by_the_operator_not_the_caller(make_principal) -> None:
+    """Without expected_version the caller did not ask for a particular version: a lost claim is run
+    again on the new one by the dispatcher, so 8 writers x 25 rounds in lockstep all succeed."""
+    rounds = 25
+    writers = [make_principal(f"writer-{i}").principal for i in range(WRITERS)]
+    barrier = threading.Barrier(WRITERS)
+    answers: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def writer(i: int) -> None:
+        for r in range(rounds):
+            barrier.wait(timeout=60)  # all eight claim the same next version at once
+            answer = run_tool(
+                writers[i],
+                "operator_update_world_model",
+                {"changes": [{"op": "add", "kind": "note", "key": f"w{i}-r{r}", "value": "x"}]},
+            )
+            with lock:
+                answers.append(answer)
+
+    assert _run_writers(writer) == []
+    assert Counter(a.get("error") for a in answers) == {None: WRITERS * rounds}
+    chain = list(WorldModelVersion.objects.order_by("number").values_list("number", "supersedes"))
+    assert chain == [(n, n - 1) for n in range(1, WRITERS * rounds + 1)], "the lineage forked or has gaps"
+    assert Belief.objects.filter(kind="note").count() == WRITERS * rounds

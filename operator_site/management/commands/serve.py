@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import uvicorn
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from operator_site.bootstrap import ensure_owner
+from operator_site.serving import serve
 
 
 class Command(BaseCommand):
@@ -29,8 +29,7 @@ class Command(BaseCommand):
             f"the admin at http://{opts['host']}:{opts['port']}/admin/"
         )
         self.stdout.flush()
-        uvicorn.run(
-            "operator_site.asgi:application",
+        serve(
             host=opts["host"],
             port=opts["port"],
             workers=opts["workers"],

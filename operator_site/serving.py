@@ -1,0 +1,65 @@
+"""Serving under uvicorn, with the listening socket declared as TCP when uvicorn binds it itself.
+
+With more than one worker (and with --reload) uvicorn binds the listening socket itself, as
+`socket.socket(family)`: protocol 0. Accepted connections inherit that, and asyncio turns on
+TCP_NODELAY only for sockets whose protocol is IPPROTO_TCP — so every keep-alive answer split into
+two writes (headers, then body) waited for the client's delayed ACK: ~40 ms per request, a 2-worker
+operator 40x slower than a 1-worker one (bench/perf.py found it; Kludex/uvicorn#3149). With one
+worker uvicorn lets asyncio create the socket, which declares TCP, so nothing changes there.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+APPLICATION = "operator_site.asgi:application"
+
+
+class TcpConfig(uvicorn.Config):
+    """uvicorn's config, whose self-bound socket is re-wrapped as IPPROTO_TCP (same descriptor)."""
+
+    def bind_socket(self) -> socket.socket:
+        sock = super().bind_socket()
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
+            sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+            sock.set_inheritable(True)
+        return sock
+
+
+def serve(*, host: str, port: int, workers: int = 1, **options: Any) -> None:
+    """`uvicorn.run()` for the operator's application, with `TcpConfig`."""
+    config = TcpConfig(APPLICATION, host=host, port=port, workers=workers, **options)
+    server = uvicorn.Server(config)
+    if config.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        server.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m operator_site.serving --port N [--workers N]`: what the live-server tests start
+    (no migration, no owner token: the tests prepare their own database)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--log-level", default="warning")
+    opts = parser.parse_args(argv)
+    serve(
+        host=opts.host,
+        port=opts.port,
+        workers=opts.workers,
+        access_log=False,
+        log_level=opts.log_level,
+        lifespan="on",
+    )
+
+
+if __name__ == "__main__":
+    main()
