@@ -211,7 +211,9 @@ def test_concurrent_adds_with_retries_keep_ranks_dense_and_unique(owner, make_pr
 
     assert _run_writers(writer) == []
     assert not other, other
-    assert sum(retries.values()) > 0, "no writer ever collided: the race was not exercised"
+    # The writers start every round together on the same version, unpinned: the operator queues
+    # them (and would re-run a lost claim), so no retry reaches a caller.
+    assert sum(retries.values()) == 0, retries
     total = WRITERS * adds
     _assert_one_straight_lineage(total)
     assert ranks() == list(range(1, total + 1))
