@@ -90,6 +90,12 @@ CORPUS: list[tuple[str, dict[str, Any], dict[str, str], bool]] = [
     ),
     ("an unknown method", {"jsonrpc": "2.0", "id": 9, "method": "resources/list"}, {}, True),
     (
+        "a lone surrogate in a string",
+        {"jsonrpc": "2.0", "id": 19, "method": "tools/call", "params": {"name": "\ud800"}},
+        {},
+        False,
+    ),
+    (
         "with a progress token",
         {
             "jsonrpc": "2.0",

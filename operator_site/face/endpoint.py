@@ -253,7 +253,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         return
 
     server = OperatorServer(principal)
-    if SINGLE_EXCHANGE and (request := exchange.legacy_request(scope, message)) is not None:
+    if SINGLE_EXCHANGE and (request := exchange.legacy_request(scope, body, message)) is not None:
         await exchange.answer(server, scope, request, send)
         return
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import serve_one
@@ -106,12 +107,19 @@ class _ExchangeContext:
         await self.notify("notifications/progress", params)
 
 
-def legacy_request(scope: Scope, message: dict[str, Any]) -> JSONRPCRequest | None:
+def legacy_request(scope: Scope, body: bytes, message: dict[str, Any]) -> JSONRPCRequest | None:
     """The request, if this POST is one the single exchange answers exactly as the SDK would; else None.
 
     `message` is the body already checked to be one JSON-RPC message object (endpoint guards).
     """
     if "id" not in message or message.get("method") in (None, "initialize"):
+        return None
+    try:
+        # The SDK's transport parses with pydantic's JSON parser, which refuses what Python's json
+        # module lets through (a lone surrogate escape such as "\ud800" is a 400/-32700 there):
+        # a body it would refuse goes to it, to be refused in its words.
+        message = pydantic_core.from_json(body)
+    except ValueError:
         return None
     versions = [value for key, value in scope["headers"] if key == _PROTOCOL_VERSION_HEADER]
     if len(versions) > 1 or (versions and versions[0].decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS):
