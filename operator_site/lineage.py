@@ -270,7 +270,6 @@ class Draft:
 
     base: int
     claimed: bool = False
-    pinned: bool = False  # the caller named this base (expected_version); a race is theirs to retry
 
     @property
     def number(self) -> int:
@@ -429,19 +428,20 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current, pinned=expected_version is not None)
+        return Draft(base=current)
 
     def _queue_writers(self) -> None:
         """On PostgreSQL, writers of this model wait for each other here, for the rest of their
         transaction (a transaction-scoped advisory lock), before they read the version to extend.
 
         Correctness does not rest on this: the UNIQUE `supersedes` and the claim-first order of
-        `commit` still decide every race, and the dispatcher re-runs an unpinned loser. It is what
-        keeps that from being the common case: with 16 concurrent writers and no queue, every
-        version was fought over by all of them (each loser redoing its whole call), and throughput
-        fell to a quarter (bench/perf.py: 45 vs 183 writes/s). A lineage is a single line; its
-        writers take turns anyway. SQLite needs nothing: its write transactions (BEGIN IMMEDIATE)
-        already run one at a time.
+        `commit` still decide every race (a loser answers the seed's `{ok: false, retry: true}`).
+        It keeps races rare, as the seed expects them to be: without a queue, 16 concurrent writers
+        fought over every version and most calls came back `retry: true` (bench/perf.py: 393 of
+        ~460 world-model writes in 2.5 s); with it, writers that did not pin `expected_version`
+        simply take turns, as a lineage's writers must anyway, and a pinned writer sees the true
+        current version. SQLite needs nothing: its write transactions (BEGIN IMMEDIATE) already
+        run one at a time.
         """
         if connection.vendor != "postgresql":
             return
@@ -464,7 +464,6 @@ class Lineage:
                         f"The {self.label} changed (version {draft.base} → {current}) while this call "
                         "was being checked; nothing was written. Re-read it and retry."
                     ),
-                    retry_here=not draft.pinned,
                     current_version=current,
                     refused_with=refusal.code,
                 ) from refusal
@@ -504,7 +503,6 @@ class Lineage:
         except VersionConflict as conflict:
             conflict.extra["current_version"] = self.current_version()
             conflict.extra["based_on"] = draft.base
-            conflict.retry_here = not draft.pinned
             conflict.reason = (
                 f"Another write extended version {draft.base} of the {self.label} first; nothing was "
                 "written. Re-read it and retry."

@@ -157,9 +157,10 @@ def test_one_instruction_cannot_authorise_the_same_key_twice_under_a_race(owner,
     assert WorldModelVersion.objects.count() == 1
 
 
-def test_unpinned_writes_racing_are_retried_by_the_operator_not_the_caller(make_principal) -> None:
-    """Without expected_version the caller did not ask for a particular version: a lost claim is run
-    again on the new one by the dispatcher, so 8 writers x 25 rounds in lockstep all succeed."""
+def test_unpinned_writers_racing_take_turns_instead_of_colliding(make_principal) -> None:
+    """Without expected_version the caller did not ask for a particular version: on PostgreSQL the
+    writers of the model queue (advisory lock) before reading the version to extend, so 8 writers x
+    25 rounds in lockstep all succeed, none told to retry."""
     rounds = 25
     writers = [make_principal(f"writer-{i}").principal for i in range(WRITERS)]
     barrier = threading.Barrier(WRITERS)

@@ -211,8 +211,8 @@ def test_concurrent_adds_with_retries_keep_ranks_dense_and_unique(owner, make_pr
 
     assert _run_writers(writer) == []
     assert not other, other
-    # The writers start every round together on the same version, unpinned: the operator queues
-    # them (and would re-run a lost claim), so no retry reaches a caller.
+    # The writers start every round together on the same version, unpinned: they queue on the
+    # model's advisory lock, so none collides and no retry reaches a caller.
     assert sum(retries.values()) == 0, retries
     total = WRITERS * adds
     _assert_one_straight_lineage(total)

@@ -28,7 +28,7 @@ from mcp_types import CallToolResult
 from pydantic import ValidationError
 
 from operator_site.face.db import run_db
-from operator_site.face.envelope import Refusal, VersionConflict, envelope
+from operator_site.face.envelope import Refusal, envelope
 from operator_site.face.registry import ToolSpec
 from operator_site.models import AuditEvent, Principal
 
@@ -114,28 +114,6 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
-# How many times a call that lost an unpinned version race (VersionConflict.retry_here) is run in
-# all before the conflict is answered. Every lost attempt means another writer's version committed,
-# so the retries cannot spin without progress; with W writers racing for the same version the last
-# one needs W attempts, and this allows for more concurrent writers than a deployment's database
-# threads (OPERATOR_DB_THREADS per worker) can run at once.
-VERSION_RACE_ATTEMPTS = 32
-
-
-def _run_in_transaction(
-    spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
-) -> CallToolResult:
-    for attempt in range(1, VERSION_RACE_ATTEMPTS + 1):
-        try:
-            return _attempt_in_transaction(spec, call, args, started, args_digest, claimed)
-        except VersionConflict as conflict:
-            # Rolled back whole (nothing of this attempt survives, its on_commit hooks included);
-            # the call was checked against a version it read itself, so it runs again on the new one.
-            if not conflict.retry_here or attempt == VERSION_RACE_ATTEMPTS:
-                return _refused(spec, call, conflict, started, args_digest, claimed)
-    raise AssertionError("unreachable")
-
-
 def _refused(
     spec: ToolSpec, call: ToolCall, refusal: Refusal, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
@@ -146,7 +124,7 @@ def _refused(
     return envelope(refusal.as_result())
 
 
-def _attempt_in_transaction(
+def _run_in_transaction(
     spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
     try:
@@ -154,11 +132,8 @@ def _attempt_in_transaction(
             result = spec.fn(call, args)
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
         return envelope(result)
-    except VersionConflict as conflict:
-        if conflict.retry_here:
-            raise
-        return _refused(spec, call, conflict, started, args_digest, claimed)
     except Refusal as refusal:
+        # A lost version race (VersionConflict) included: the seed's {ok: false, retry: true}.
         return _refused(spec, call, refusal, started, args_digest, claimed)
     except DataError:
         # A value the database itself refuses (out of range, malformed for its column): the

@@ -39,23 +39,14 @@ class Refusal(Exception):
 
 
 class VersionConflict(Refusal):
-    """A lost optimistic-version race: nothing was written, the caller should re-read and retry.
-
-    `retry_here` marks a race the caller did not pin (no `expected_version`): the call was checked
-    against a version it read itself, so running it again on the new version is the same request,
-    and the dispatcher does that (a few times) before answering. A pinned version's conflict always
-    goes back to the caller, who asked to write on exactly that version.
-    """
+    """A lost optimistic-version race: nothing was written, the caller should re-read and retry."""
 
     def __init__(
         self,
         reason: str = "Another write landed first; nothing was written. Re-read and retry.",
-        *,
-        retry_here: bool = False,
         **extra: Any,
     ) -> None:
         super().__init__("version_conflict", reason, retry=True, **extra)
-        self.retry_here = retry_here
 
 
 @contextmanager
