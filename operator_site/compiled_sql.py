@@ -20,8 +20,6 @@ from typing import Any, TypeVar
 
 from django.db import connection, models
 
-from operator_site.models import AppendOnlyModel
-
 M = TypeVar("M", bound=models.Model)
 
 
@@ -51,6 +49,8 @@ def row_where(model: type[M], **equals: Any) -> M | None:
 
 @functools.cache
 def _insert(model: type[models.Model], vendor: str) -> tuple[str, tuple[models.Field, ...]]:
+    from operator_site.models import AppendOnlyModel  # the models module appends through this one
+
     # A new row of an append-only model is what its save() allows; any other save() override
     # holds logic this must not skip.
     if model.save not in (models.Model.save, AppendOnlyModel.save):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
+
+from operator_site.compiled_sql import insert_row
 
 
 class AppendOnlyError(Exception):
@@ -115,35 +117,12 @@ class AuditEvent(AppendOnlyModel):
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.principal_id} {self.tool} {self.outcome}"
 
-    _APPEND_FIELDS = (
-        "principal",
-        "tool",
-        "outcome",
-        "error_code",
-        "duration_ms",
-        "args_sha256",
-        "claimed_actor",
-        "created_at",
-    )
-
     @classmethod
-    def append(cls, **values: Any) -> None:
-        """Insert one row with a single prepared INSERT.
-
-        This runs on every tools/call; the ORM's per-call query compilation costs several times the
-        insert itself. Values are prepared by the model's own fields, so the row is exactly what
-        `objects.create()` would write.
-        """
-        values.setdefault("created_at", timezone.now())
-        fields = [cls._meta.get_field(name) for name in cls._APPEND_FIELDS]
-        params = [field.get_db_prep_save(values[field.name], connection) for field in fields]
-        # Identifiers come from the model's own metadata; every value is a parameter.
-        quote = connection.ops.quote_name
-        columns = ", ".join(quote(f.column) for f in fields)
-        placeholders = ", ".join(["%s"] * len(fields))
-        sql = f"INSERT INTO {quote(cls._meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+    def append(cls, *, principal: int, **values: Any) -> None:
+        """Insert one row (`principal` is the principal's id). This runs on every tools/call, so it
+        goes through the compiled-once insert (`operator_site/compiled_sql.py`): the row is what
+        `objects.create()` would write, without compiling the statement per call."""
+        insert_row(cls(principal_id=principal, **values))
 
 
 class Notification(models.Model):

@@ -16,9 +16,10 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from operator_site.compiled_sql import row_where
 from operator_site.models import Principal
 
 TOKEN_PREFIX = "opk_"  # noqa: S105 - a recognisable prefix lets secret scanners find leaked tokens
@@ -70,30 +71,10 @@ def authenticate(token: str | None) -> Principal | None:
     return principal
 
 
-_HOT_FIELDS = ("id", "name", "kind", "token_digest", "tools", "active", "user", "last_used_at")
-_BY_DIGEST_SQL = (
-    f"SELECT {', '.join(Principal._meta.get_field(f).column for f in _HOT_FIELDS)} "  # noqa: S608
-    f"FROM {Principal._meta.db_table} WHERE token_digest = %s"
-)
-
-
 def _by_digest(token_digest: str) -> Principal | None:
-    """The principal holding this digest. Hand-written SQL: this runs before every request, and the
-    ORM's query compilation costs several times the lookup itself. Values pass through the same
-    converters the ORM applies, so the instance is what `objects.get()` would give."""
-    with connection.cursor() as cursor:
-        cursor.execute(_BY_DIGEST_SQL, [token_digest])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    fields = [Principal._meta.get_field(f) for f in _HOT_FIELDS]
-    values = []
-    for field, value in zip(fields, row, strict=True):
-        col = field.get_col(Principal._meta.db_table)
-        for convert in [*connection.ops.get_db_converters(col), *field.get_db_converters(connection)]:
-            value = convert(value, col, connection)
-        values.append(value)
-    return Principal.from_db(connection.alias, [f.attname for f in fields], values)
+    """The principal holding this digest. It runs before every request: the compiled-once lookup
+    (the ORM's query compilation costs several times the lookup itself)."""
+    return row_where(Principal, token_digest=token_digest)
 
 
 def adopt_owner_token() -> Principal | None:

@@ -114,16 +114,6 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
-def _refused(
-    spec: ToolSpec, call: ToolCall, refusal: Refusal, started: float, args_digest: str, claimed: Any
-) -> CallToolResult:
-    # The transaction is rolled back: the refusal leaves only its audit row behind.
-    _write_audit(
-        call.principal, spec.name, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed
-    )
-    return envelope(refusal.as_result())
-
-
 def _run_in_transaction(
     spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
@@ -133,8 +123,12 @@ def _run_in_transaction(
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
         return envelope(result)
     except Refusal as refusal:
-        # A lost version race (VersionConflict) included: the seed's {ok: false, retry: true}.
-        return _refused(spec, call, refusal, started, args_digest, claimed)
+        # The transaction above is rolled back: the refusal (a lost version race included: the
+        # seed's {ok: false, retry: true}) leaves only its audit row behind.
+        _write_audit(
+            call.principal, spec.name, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed
+        )
+        return envelope(refusal.as_result())
     except DataError:
         # A value the database itself refuses (out of range, malformed for its column): the
         # caller's input, not an outage — say so, and do not invite a retry of the same call.

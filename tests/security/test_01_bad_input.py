@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 from operator_site.face import registry
@@ -316,9 +317,7 @@ async def test_hostile_text_in_every_free_text_field_is_stored_verbatim(
     principals, scorecard, no_rate_limit
 ) -> None:
     owner = principals["owner"]
-    tables_before = await orm(
-        lambda: sorted(__import__("django.db").db.connection.introspection.table_names())
-    )
+    tables_before = await orm(lambda: sorted(connection.introspection.table_names()))
     cases = 0
     misses: list[str] = []
     async with asgi_http(owner.token) as http:
@@ -328,8 +327,6 @@ async def test_hostile_text_in_every_free_text_field_is_stored_verbatim(
                 arguments = _fill(template, text, n)
                 if tool == "operator_update_task":
                     arguments["key"] = f"hostile-{n}"
-                if tool == "operator_run_start":
-                    pass
                 response = await post(http, tools_call(tool, arguments))
                 message = message_of(response)
                 if response.status_code != 200 or not no_traceback(response.text) or "result" not in message:
@@ -344,9 +341,7 @@ async def test_hostile_text_in_every_free_text_field_is_stored_verbatim(
                 if tool == "operator_run_start":
                     finish = {"run_id": body["run_id"], "token": body["token"], "status": "ok"}
                     await post(http, tools_call("operator_run_finish", finish))
-    tables_after = await orm(
-        lambda: sorted(__import__("django.db").db.connection.introspection.table_names())
-    )
+    tables_after = await orm(lambda: sorted(connection.introspection.table_names()))
     principals_left = await orm(Principal.objects.count)
     broken = int(tables_after != tables_before) + int(principals_left != len(principals))
     scorecard(
