@@ -94,7 +94,9 @@ class BeliefStore:
         row = row_where(Belief, kind=kind, key=key)
         return image_of(row) if row else None
 
-    def apply(self, entity: str, image: Image | None, version: WorldModelVersion) -> None:
+    def apply(
+        self, entity: str, before: Image | None, image: Image | None, version: WorldModelVersion
+    ) -> None:
         kind, key = split_entity(entity)
         if image is None:
             Belief.objects.filter(kind=kind, key=key).delete()
@@ -112,8 +114,13 @@ class BeliefStore:
             "evidence_span": evidence.get("span") or "",
             "last_version": version.number,
         }
-        if not Belief.objects.filter(kind=kind, key=key).update(updated_at=timezone.now(), **fields):
+        # A belief's row exists exactly when it has an image (a retired belief keeps its row; only
+        # an undo of its creation deletes it), and `before` was read under the claimed version:
+        # a new belief is one INSERT, an existing one one UPDATE.
+        if before is None:
             create_row(Belief, kind=kind, key=key, **fields)
+        else:
+            Belief.objects.filter(kind=kind, key=key).update(updated_at=timezone.now(), **fields)
 
 
 WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())

@@ -42,11 +42,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from beliefs.evidence import Binding, Confirmation, check_confirmation, record_confirmation_use
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
+from operator_site.compiled_sql import frozen_rows
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,
@@ -207,7 +208,9 @@ class GoalModelStore:
         row = kind.model.everything.filter(pk=item_id, present=True).first()
         return image_of(kind, row) if row else None
 
-    def apply(self, entity: str, image: Image | None, version: GoalModelVersion) -> None:
+    def apply(
+        self, entity: str, before: Image | None, image: Image | None, version: GoalModelVersion
+    ) -> None:
         if entity in ORDERED:
             _apply_order(ORDERED[entity], image["order"] if image else [])
             return
@@ -1242,15 +1245,23 @@ def ranked_goals(*, statuses: Sequence[str] | None = ("active",), limit: int = 5
     """Goals in order of importance (1 = most important), by default only the active ones; `statuses`
     None gives every ranked goal (active, paused, under review). Removed goals are never ranked.
     Each: id, title, detail, status, importance, source, version, evidence."""
-    rows = Goal.objects.filter(importance__isnull=False).order_by("importance")
-    if statuses is not None:
-        rows = rows.filter(status__in=list(statuses))
-    return [goal_dict({**image_of(GOAL, g), "importance": g.importance}) for g in rows[: max(0, limit)]]
+
+    def build() -> QuerySet[Goal]:
+        rows = Goal.objects.filter(importance__isnull=False).order_by("importance")
+        if statuses is not None:
+            rows = rows.filter(status__in=list(statuses))
+        return rows[: max(0, limit)]
+
+    key = ("ranked_goals", None if statuses is None else tuple(statuses), limit)
+    return [goal_dict({**image_of(GOAL, g), "importance": g.importance}) for g in frozen_rows(key, build)]
 
 
 def ordered_priorities(*, limit: int = 50) -> list[dict[str, Any]]:
     """The person's active priorities in order (position 1 first): id, name, detail, position."""
-    rows = Priority.objects.filter(position__isnull=False).order_by("position")[: max(0, limit)]
+    rows = frozen_rows(
+        ("ordered_priorities", limit),
+        lambda: Priority.objects.filter(position__isnull=False).order_by("position")[: max(0, limit)],
+    )
     return [{"id": p.pk, "name": p.name, "detail": p.detail or None, "position": p.position} for p in rows]
 
 
@@ -1259,13 +1270,17 @@ def project_list(
 ) -> list[dict[str, Any]]:
     """Projects (by default the active ones), each with its goal (id and title) if it has one,
     ordered by the importance of their goal (unlinked last), then title."""
-    rows = Project.objects.select_related("goal")
-    if statuses is not None:
-        rows = rows.filter(status__in=list(statuses))
-    if goal is not None:
-        rows = rows.filter(goal_id=goal)
-    rows = rows.order_by(F("goal__importance").asc(nulls_last=True), "title", "id")[: max(0, limit)]
-    return [project_dict(p) for p in rows]
+
+    def build() -> QuerySet[Project]:
+        rows = Project.objects.select_related("goal")
+        if statuses is not None:
+            rows = rows.filter(status__in=list(statuses))
+        if goal is not None:
+            rows = rows.filter(goal_id=goal)
+        return rows.order_by(F("goal__importance").asc(nulls_last=True), "title", "id")[: max(0, limit)]
+
+    key = ("project_list", None if statuses is None else tuple(statuses), goal, limit)
+    return [project_dict(p) for p in frozen_rows(key, build)]
 
 
 def project_dict(project: Project) -> dict[str, Any]:

@@ -52,7 +52,7 @@ The API (all of it runs inside the caller's transaction; the MCP dispatcher open
     claim on ``draft.number`` fails.
 ``lineage.commit(draft, *, principal, images, operation="change", reverts=None, restores_to=None,
 evidence=None, summary="", fields=None) -> Committed``
-    Claim ``draft.number`` FIRST (insert the version row inside ``version_race_guard``: a writer
+    Claim ``draft.number`` FIRST (insert the version row unless its number exists: a writer
     that lost the race gets ``VersionConflict`` and the dispatcher rolls back everything it
     wrote), then, for each ``entity -> post-image`` in ``images``, read the exact pre-image, apply
     the post-image and record both. Entities whose image does not change are skipped; if nothing
@@ -104,10 +104,10 @@ A write, in full (the world model's `beliefs.services.update_world_model` is the
     # and an undo:  plan = LINEAGE.plan_undo(LINEAGE.get(n)); LINEAGE.commit_plan(draft, plan, ...)
 
 Why the database, not a lock: the UNIQUE ``supersedes``/``number`` and the claim-first order make
-a lost race an IntegrityError on the second insert under PostgreSQL's READ COMMITTED (it waits for
-the first writer's commit, then fails) and impossible under SQLite's IMMEDIATE transactions (they
-serialise writers; a stale ``expected_version`` is still caught by ``begin``). Nothing here keeps
-state in process memory.
+a lost race a refused claim. Under PostgreSQL's READ COMMITTED the second insert
+(``ON CONFLICT (number) DO NOTHING``) waits for the first writer's commit, then inserts nothing;
+under SQLite's IMMEDIATE transactions a race is impossible (they serialise writers; a stale
+``expected_version`` is still caught by ``begin``). Nothing here keeps state in process memory.
 
 Reverting, and showing what a revert would do (written once: `Reverter`)
 ========================================================================
@@ -171,8 +171,8 @@ from django.db import connection, models, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from operator_site.compiled_sql import create_row
-from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
+from operator_site.compiled_sql import insert_unless_conflict
+from operator_site.face.envelope import Refusal, VersionConflict
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 
@@ -259,8 +259,9 @@ class EntityStore(Protocol):
     def snapshot(self, entity: str) -> Image | None:
         """The entity's current image, or None when it does not exist."""
 
-    def apply(self, entity: str, image: Image | None, version: VersionRecord) -> None:
-        """Make the live state of `entity` equal `image` (None: remove it), written by `version`."""
+    def apply(self, entity: str, before: Image | None, image: Image | None, version: VersionRecord) -> None:
+        """Make the live state of `entity` equal `image` (None: remove it), written by `version`.
+        `before` is its exact current image (read under the claimed version)."""
 
 
 @dataclass
@@ -483,38 +484,37 @@ class Lineage:
         fields: Mapping[str, Any] | None = None,
     ) -> Committed:
         # Claim the version number first: from here on no other writer can commit a version, so the
-        # pre-images read below are exactly what this version supersedes.
-        try:
-            with version_race_guard(current_version=draft.number):
-                version = create_row(
-                    self.version_model,
-                    number=draft.number,
-                    supersedes=draft.base,
-                    principal=principal,
-                    actor=principal.name,
-                    operation=operation,
-                    reverts=reverts,
-                    restores_to=restores_to,
-                    evidence=evidence,
-                    summary=summary[:500],
-                    **dict(fields or {}),
-                )
-            draft.claimed = True
-        except VersionConflict as conflict:
-            conflict.extra["current_version"] = self.current_version()
-            conflict.extra["based_on"] = draft.base
-            conflict.reason = (
-                f"Another write extended version {draft.base} of the {self.label} first; nothing was "
-                "written. Re-read it and retry."
+        # pre-images read below are exactly what this version supersedes. The primary key decides
+        # a race: the loser's insert does nothing (no error, no savepoint needed) and it refuses.
+        version = self.version_model(
+            number=draft.number,
+            supersedes=draft.base,
+            principal=principal,
+            actor=principal.name,
+            operation=operation,
+            reverts=reverts,
+            restores_to=restores_to,
+            evidence=evidence,
+            summary=summary[:500],
+            **dict(fields or {}),
+        )
+        if not insert_unless_conflict(version, "number"):
+            raise VersionConflict(
+                reason=(
+                    f"Another write extended version {draft.base} of the {self.label} first; nothing "
+                    "was written. Re-read it and retry."
+                ),
+                current_version=self.current_version(),
+                based_on=draft.base,
             )
-            raise
+        draft.claimed = True
         applied: list[EntityChange] = []
         rows = []
         for entity, after in images.items():
             before = self.store.snapshot(entity)
             if before == after:
                 continue
-            self.store.apply(entity, after, version)
+            self.store.apply(entity, before, after, version)
             applied.append(EntityChange(entity, before, after))
             rows.append(self.change_model(version=version, entity=entity, before=before, after=after))
         if not rows:

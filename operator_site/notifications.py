@@ -49,7 +49,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from operator_site.compiled_sql import create_row
+from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
@@ -89,12 +89,10 @@ def notify(
         "subject_id": subject_id,
     }
     if dedupe_key is not None:
-        # No look-up first: the unique key decides in the savepoint (a new notice, the common case,
-        # costs one statement; a repeated one reads the existing row after the refused insert).
-        try:
-            with transaction.atomic():
-                notice = create_row(Notification, dedupe_key=dedupe_key, **values)
-        except IntegrityError:
+        # No look-up first: the unique key decides (a new notice, the common case, costs one
+        # statement; a repeated one reads the existing row after the insert that did nothing).
+        notice = Notification(dedupe_key=dedupe_key, **values)
+        if not insert_unless_conflict(notice, "dedupe_key"):
             return Notification.objects.get(dedupe_key=dedupe_key), False
     else:
         notice = create_row(Notification, **values)

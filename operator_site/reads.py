@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -43,6 +43,7 @@ from goals.models import DecisionLogEntry, Goal, GoalModelVersion, Priority, Pro
 from goals.services import task_dict
 from intents.models import OPEN_DECISION_STATUSES, Decision, Intent, IntentStatus
 from intents.services import active_directives, decision_dict, directive_dict, intent_dict
+from operator_site.compiled_sql import frozen_rows, memo
 from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent, Notification
 from runs import services as runs
@@ -136,12 +137,50 @@ def _compiled(queryset: QuerySet) -> tuple[str, tuple[Any, ...]]:
     return queryset.query.get_compiler(using=queryset.db).as_sql()
 
 
+FigureQueries = tuple[Mapping[str, QuerySet], Mapping[str, QuerySet]]
+
+
 def scalar_figures(
-    counts: Mapping[str, QuerySet], *, maxima: Mapping[str, QuerySet] | None = None, cap: int = COUNT_CAP
+    counts: Mapping[str, QuerySet] | None = None,
+    *,
+    maxima: Mapping[str, QuerySet] | None = None,
+    fixed: tuple[Hashable, Callable[[], FigureQueries]] | None = None,
+    cap: int = COUNT_CAP,
 ) -> dict[str, int | None]:
     """Many figures in ONE query: for each of `counts`, the number of its rows up to `cap + 1` (so
     the cost is bounded by the cap, not by the table); for each of `maxima`, the value of its single
-    selected column in its first row (order the queryset and select one value)."""
+    selected column in its first row (order the queryset and select one value).
+
+    `fixed` = (key, build) adds figures whose SQL and parameters depend on nothing but `key`:
+    `build()` returns their (counts, maxima), built and compiled once per connection
+    (`compiled_sql.memo`), read in the same one query."""
+    names: list[str] = []
+    parts: list[str] = []
+    params: list[Any] = []
+    if fixed is not None:
+        key, build = fixed
+        fixed_names, fixed_parts, fixed_params = memo(
+            ("scalar_figures", key, cap), lambda conn: _figure_sql(*build(), cap=cap, prefix="f")
+        )
+        names += fixed_names
+        parts += fixed_parts
+        params += fixed_params
+    more_names, more_parts, more_params = _figure_sql(counts or {}, maxima or {}, cap=cap, prefix="v")
+    names += more_names
+    parts += more_parts
+    params += more_params
+    if not parts:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(names, row, strict=True))
+
+
+def _figure_sql(
+    counts: Mapping[str, QuerySet], maxima: Mapping[str, QuerySet], *, cap: int, prefix: str
+) -> tuple[list[str], list[str], list[Any]]:
+    """The names, scalar subqueries and parameters of `scalar_figures`' one query."""
     parts: list[str] = []
     params: list[Any] = []
     names: list[str] = []
@@ -151,20 +190,15 @@ def scalar_figures(
         ordered = queryset if queryset.query.order_by else queryset.order_by()
         sql, sub_params = _compiled(ordered.values("pk")[: cap + 1])
         # `sql` is the ORM's own compilation of the queryset; every value stays a parameter.
-        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{i})")  # noqa: S608
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{prefix}{i})")  # noqa: S608
         params.extend(sub_params)
         names.append(name)
-    for name, queryset in (maxima or {}).items():
+    for name, queryset in maxima.items():
         sql, sub_params = _compiled(queryset[:1])
         parts.append(f"({sql})")
         params.extend(sub_params)
         names.append(name)
-    if not parts:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(names, row, strict=True))
+    return names, parts, params
 
 
 def counted(total: int, shown: int, cap: int = COUNT_CAP) -> dict[str, Any]:
@@ -223,44 +257,64 @@ def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[Task]]], int, boo
     history: the ranking of the top `task_window` open tasks by priority, then recency, among the
     COUNT_CAP most recently updated ones (ids and lanes only); then the full rows of the ones shown."""
     recent = _open_tasks().values("id")[:COUNT_CAP]
-    window = list(
-        Task.objects.filter(id__in=recent)
-        .annotate(rank=PRIORITY_RANK)
-        .order_by("-rank", "-updated_at", "-id")
-        .values_list("id", "lane")[: limits.task_window]
+    window = frozen_rows(
+        ("packet.board", limits.task_window),
+        lambda: (
+            Task.objects.filter(id__in=recent)
+            .annotate(rank=PRIORITY_RANK)
+            .order_by("-rank", "-updated_at", "-id")
+            .values_list("id", "lane")[: limits.task_window]
+        ),
     )
     lanes: dict[str, list[int]] = {}
     for task_id, lane in window:
         lanes.setdefault(lane, []).append(task_id)
     shown = [(lane, ids[: limits.tasks_per_lane]) for lane, ids in list(lanes.items())[: limits.lanes]]
-    rows = Task.objects.filter(id__in=[i for _, ids in shown for i in ids]).select_related(
-        "updated_by", "goal", "project"
-    )
-    by_id = {task.id: task for task in rows.annotate(rank=PRIORITY_RANK)}
+    shown_ids = [i for _, ids in shown for i in ids]
+    by_id = {}
+    if shown_ids:  # an empty board asks nothing more
+        rows = Task.objects.filter(id__in=shown_ids).select_related("updated_by", "goal", "project")
+        by_id = {task.id: task for task in rows.annotate(rank=PRIORITY_RANK)}
     board = [(lane, [by_id[i] for i in ids if i in by_id]) for lane, ids in shown]
     return board, max(0, len(lanes) - len(shown)), len(window) >= limits.task_window
 
 
 # --- the goals section -------------------------------------------------------------------------------
-def _goals_section(limits: PacketLimits) -> tuple[dict[str, Any], dict[str, QuerySet], dict[str, QuerySet]]:
+def _goals_section(limits: PacketLimits) -> dict[str, Any]:
     """Ranked active goals, the ordered priorities and the active projects, through the goal model's
-    own read functions (`goals.goal_model`). Returns the lists and the counts and maxima they need
-    (added to the packet's one figures query)."""
-    return (
-        {
-            "goals": ranked_goals(limit=limits.goals),
-            "priorities": ordered_priorities(limit=limits.priorities),
-            "projects": project_list(limit=limits.projects),
-        },
-        {
-            "goals": Goal.objects.filter(importance__isnull=False, status=Goal.Status.ACTIVE),
-            "goals_paused": Goal.objects.filter(status=Goal.Status.PAUSED),
-            "goals_under_review": Goal.objects.filter(status=Goal.Status.UNDER_REVIEW),
-            "priorities": Priority.objects.filter(position__isnull=False),
-            "projects": Project.objects.filter(status=Project.Status.ACTIVE),
-        },
-        {"goal_model_version": GoalModelVersion.objects.order_by("-number").values("number")},
-    )
+    own read functions (`goals.goal_model`)."""
+    return {
+        "goals": ranked_goals(limit=limits.goals),
+        "priorities": ordered_priorities(limit=limits.priorities),
+        "projects": project_list(limit=limits.projects),
+    }
+
+
+def _packet_figures(end: datetime) -> FigureQueries:
+    """The packet's counts and maxima whose conditions are fixed (the record's end changes once a
+    day): compiled once per connection and day, read in the packet's one figures query."""
+    counts = {
+        "goals": Goal.objects.filter(importance__isnull=False, status=Goal.Status.ACTIVE),
+        "goals_paused": Goal.objects.filter(status=Goal.Status.PAUSED),
+        "goals_under_review": Goal.objects.filter(status=Goal.Status.UNDER_REVIEW),
+        "priorities": Priority.objects.filter(position__isnull=False),
+        "projects": Project.objects.filter(status=Project.Status.ACTIVE),
+        "tasks_open": _open_tasks(),
+        **{f"tasks_{status}": _open_tasks().filter(status=status) for status in Task.OPEN_STATUSES},
+        "decisions": Decision.objects.filter(status__in=OPEN_DECISION_STATUSES),
+        "approvals": Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL),
+        "high_stakes_beliefs": Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS),
+        "low_stakes_beliefs": Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS),
+        "progress": ProgressEntry.objects.filter(created_at__lt=end),
+        "observations": Observation.objects.filter(created_at__lt=end),
+        "notifications_held": Notification.objects.filter(state=Notification.State.HELD),
+        "safety_unacknowledged": Notification.objects.filter(safety=True, acknowledged_at__isnull=True),
+    }
+    maxima = {
+        "goal_model_version": GoalModelVersion.objects.order_by("-number").values("number"),
+        "world_model_version": WorldModelVersion.objects.order_by("-number").values("number"),
+    }
+    return counts, maxima
 
 
 def _goals_packet(lists: dict[str, list[dict[str, Any]]], figures: Mapping[str, Any]) -> dict[str, Any]:
@@ -297,65 +351,65 @@ def context_packet(
     day = check_date(day, now)
     day_row = runs.find_day(day)
 
-    goal_lists, goal_counts, goal_maxima = _goals_section(limits)
+    goal_lists = _goals_section(limits)
 
     # Open tasks: the top of the board by priority then recency, cut into lanes.
     shown_lanes, lanes_left_out, lanes_left_out_is_lower_bound = _board(limits)
 
-    decisions = list(
-        Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
-        .select_related("decided_by")
-        .order_by("-status", "created_at", "id")[: limits.decisions]
+    # The lists below read fixed conditions (the day's end changes once a day): each is compiled
+    # once per connection (compiled_sql.frozen_rows), which halves the packet's CPU.
+    decisions = frozen_rows(
+        ("packet.decisions", limits.decisions),
+        lambda: (
+            Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
+            .select_related("decided_by")
+            .order_by("-status", "created_at", "id")[: limits.decisions]
+        ),
     )
-    approvals = list(
-        Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
-        .prefetch_related("decisions")
-        .order_by("created_at", "id")[: limits.approvals]
+    approvals = frozen_rows(
+        ("packet.approvals", limits.approvals),
+        lambda: (
+            Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
+            .prefetch_related("decisions")
+            .order_by("created_at", "id")[: limits.approvals]
+        ),
     )
     directives = active_directives(now)
-    high = list(
-        Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS).order_by(
+    high = frozen_rows(
+        ("packet.high_stakes", limits.high_stakes_beliefs),
+        lambda: Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS).order_by(
             "kind", "key"
-        )[: limits.high_stakes_beliefs]
+        )[: limits.high_stakes_beliefs],
     )
-    low = list(
-        Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS).order_by(
+    low = frozen_rows(
+        ("packet.low_stakes", limits.low_stakes_beliefs),
+        lambda: Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS).order_by(
             "-updated_at", "-id"
-        )[: limits.low_stakes_beliefs]
+        )[: limits.low_stakes_beliefs],
     )
     _, end = day_bounds(day)
-    progress_rows = ProgressEntry.objects.filter(created_at__lt=end)
-    progress = list(progress_rows.select_related("day", "recorded_by").order_by("-id")[: limits.progress])
-    observation_rows = Observation.objects.filter(created_at__lt=end)
-    observations = list(
-        observation_rows.select_related("day", "recorded_by").order_by("-id")[: limits.observations]
+    progress = frozen_rows(
+        ("packet.progress", end, limits.progress),
+        lambda: (
+            ProgressEntry.objects.filter(created_at__lt=end)
+            .select_related("day", "recorded_by")
+            .order_by("-id")[: limits.progress]
+        ),
+    )
+    observations = frozen_rows(
+        ("packet.observations", end, limits.observations),
+        lambda: (
+            Observation.objects.filter(created_at__lt=end)
+            .select_related("day", "recorded_by")
+            .order_by("-id")[: limits.observations]
+        ),
     )
     run_status = runs.run_status(now)
 
     figures = scalar_figures(
-        {
-            **goal_counts,
-            "tasks_open": _open_tasks(),
-            **{f"tasks_{status}": _open_tasks().filter(status=status) for status in Task.OPEN_STATUSES},
-            # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
-            **{f"lane:{lane}": _open_tasks().filter(lane=lane).order_by() for lane, _ in shown_lanes},
-            "decisions": Decision.objects.filter(status__in=OPEN_DECISION_STATUSES),
-            "approvals": Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL),
-            "high_stakes_beliefs": Belief.objects.filter(
-                status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS
-            ),
-            "low_stakes_beliefs": Belief.objects.filter(
-                status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS
-            ),
-            "progress": progress_rows,
-            "observations": observation_rows,
-            "notifications_held": Notification.objects.filter(state=Notification.State.HELD),
-            "safety_unacknowledged": Notification.objects.filter(safety=True, acknowledged_at__isnull=True),
-        },
-        maxima={
-            **goal_maxima,
-            "world_model_version": WorldModelVersion.objects.order_by("-number").values("number"),
-        },
+        # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
+        {f"lane:{lane}": _open_tasks().filter(lane=lane).order_by() for lane, _ in shown_lanes},
+        fixed=(("packet", end), lambda: _packet_figures(end)),
     )
 
     shown_tasks = sum(len(tasks) for _, tasks in shown_lanes)

@@ -33,7 +33,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from operator_site.compiled_sql import create_row, row_where
+from operator_site.compiled_sql import create_row, frozen_rows, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from runs.models import (
@@ -194,7 +194,14 @@ def run_dict(run: Run, now: datetime | None = None) -> dict[str, Any]:
 
 def running_run() -> Run | None:
     """The run holding the lock, if any (the database allows at most one)."""
-    return Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).first()
+    # A fixed read, asked by every status read and tick: compiled once (compiled_sql.frozen_rows).
+    rows = frozen_rows(
+        "running_run",
+        lambda: (
+            Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).order_by("pk")[:1]
+        ),
+    )
+    return rows[0] if rows else None
 
 
 def _mark_stale(run: Run, *, principal: Principal | None, now: datetime, reason: str) -> bool:
@@ -417,12 +424,15 @@ def run_status(now: datetime | None = None) -> dict[str, Any]:
     """The lock at a glance, for status reads: the running run (or None) and the last finished one."""
     now = now or timezone.now()
     current = running_run()
-    last = (
-        Run.objects.select_related("holder", "day", "ended_by")
-        .exclude(status=Run.Status.RUNNING)
-        .order_by("-id")
-        .first()
+    finished = frozen_rows(
+        "last_finished_run",
+        lambda: (
+            Run.objects.select_related("holder", "day", "ended_by")
+            .exclude(status=Run.Status.RUNNING)
+            .order_by("-id")[:1]
+        ),
     )
+    last = finished[0] if finished else None
     return {
         "running": run_dict(current, now) if current else None,
         "last_finished": run_dict(last, now) if last else None,

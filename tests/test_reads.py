@@ -39,7 +39,8 @@ def anyio_backend() -> str:
 # The packet's size cap, in bytes of the envelope text (indent=2 JSON): the packet stays below it
 # whatever the history holds, even when every field it shows is as long as the tools allow.
 PACKET_MAX_BYTES = 150_000
-# The packet's queries, whatever the history holds (pinned: a change here is a decision).
+# The packet's queries, whatever the history holds (pinned: a change here is a decision; an empty
+# board asks one fewer).
 PACKET_QUERIES = 17
 
 MARKER = "IGNORE-ALL-PREVIOUS-INSTRUCTIONS-zq7"

@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 import pytest
-from django.db import IntegrityError
 from pydantic import ValidationError
 
 from intents.models import Directive
+from operator_site.compiled_sql import insert_unless_conflict
 from operator_site.face import registry
 from operator_site.face.dispatch import ToolCall, _run_in_transaction
-from operator_site.face.envelope import Refusal, VersionConflict, version_race_guard
+from operator_site.face.envelope import VersionConflict
 from operator_site.models import AuditEvent, Principal
 from tests.fixtures import mcp_client
 
@@ -92,15 +92,17 @@ async def test_every_tool_answers_one_text_block_of_indented_json(owner) -> None
 # --- the version-race wrapper, written once for every advisor write --------------------------------------
 class _Spec:
     name = "operator_set_directive"
+    read_only = False
 
 
 def _collision_tool(call: ToolCall, args: Any) -> dict[str, Any]:
-    """Writes a row, then loses a race on a unique constraint inside the guard."""
+    """Writes a row, then loses a race on a unique constraint (the way a lineage claim loses)."""
     Directive.objects.create(
         kind="quiet", set_by=call.principal, actor=call.actor, expires_at="2099-01-01T00:00:00Z"
     )
-    with version_race_guard(current_version=7):
-        Principal.objects.create(name=call.principal.name, kind="agent")  # unique name: collides
+    # The unique name collides: nothing is inserted, and the loser refuses.
+    if not insert_unless_conflict(Principal(name=call.principal.name, kind="agent"), "name"):
+        raise VersionConflict(current_version=7)
     return {"ok": True}
 
 
@@ -121,20 +123,6 @@ def test_a_version_collision_becomes_retry_true_and_nothing_is_written(agent) ->
     assert Directive.objects.count() == 0  # the write before the collision was rolled back too
     audit = AuditEvent.objects.get()
     assert (audit.outcome, audit.error_code) == ("refused", "version_conflict")
-
-
-@pytest.mark.django_db
-def test_version_race_guard_passes_other_errors_through() -> None:
-    with pytest.raises(Refusal) as caught, version_race_guard():
-        raise Refusal("nope", "No.")
-    assert not isinstance(caught.value, VersionConflict)
-
-
-@pytest.mark.django_db
-def test_version_race_guard_turns_integrity_errors_into_conflicts() -> None:
-    with pytest.raises(VersionConflict) as caught, version_race_guard():
-        raise IntegrityError("duplicate key value violates unique constraint")
-    assert caught.value.as_result()["retry"] is True
 
 
 @pytest.mark.anyio

@@ -10,7 +10,8 @@ Order of events for a call to a registered tool:
    claimed goes to the audit row only (seed §4.1, Article III §3.7).
 4. On a worker thread: one transaction runs the tool and appends the audit row. A `Refusal`
    (including a lost version race) rolls the whole transaction back, and the refusal and its audit
-   row are written on their own. Nothing is ever half-written.
+   row are written on their own. Nothing is ever half-written. (A read on PostgreSQL needs no
+   transaction: see `_unit`.)
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import json
 import logging
 import re
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, DataError, transaction
+from django.db import DatabaseError, DataError, connection, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
@@ -114,11 +116,25 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
+def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
+    """The transaction a call runs in.
+
+    Every write, and every call on SQLite (where a transaction is also the reads' one snapshot),
+    runs in one transaction with its audit row. A read on PostgreSQL runs without one: under READ
+    COMMITTED each statement sees its own snapshot whether or not it is inside a transaction, so
+    BEGIN and COMMIT would buy nothing but two round trips, and a read has no change for its audit
+    row to be atomic with (a read that fails writes nothing but its audit row, as before).
+    """
+    if spec.read_only and connection.vendor == "postgresql":
+        return nullcontext()
+    return transaction.atomic()
+
+
 def _run_in_transaction(
     spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
     try:
-        with transaction.atomic():
+        with _unit(spec):
             result = spec.fn(call, args)
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
         return envelope(result)

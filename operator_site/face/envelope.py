@@ -13,12 +13,9 @@ an ordinary result: `{"ok": false, "error": <code>, "reason": <sentence>, ...}`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, transaction
 from mcp_types import CallToolResult, TextContent
 
 
@@ -47,24 +44,6 @@ class VersionConflict(Refusal):
         **extra: Any,
     ) -> None:
         super().__init__("version_conflict", reason, retry=True, **extra)
-
-
-@contextmanager
-def version_race_guard(**extra: Any) -> Iterator[None]:
-    """Run a versioned write; a collision on a lineage/uniqueness constraint becomes VersionConflict.
-
-    Two writers extending the same version both try to insert the row that supersedes it; the
-    database's unique constraint lets exactly one in. The loser's IntegrityError is turned into
-    `{ok: false, retry: true}`, and because the dispatcher's transaction is rolled back on any
-    Refusal, none of the loser's writes survive. Use it around the lineage insert (or around the
-    whole write) in every advisor write; raise VersionConflict yourself when a conditional update
-    (`.filter(version=expected).update(...)`) touches zero rows.
-    """
-    try:
-        with transaction.atomic():
-            yield
-    except IntegrityError as exc:
-        raise VersionConflict(**extra) from exc
 
 
 class _Encoder(DjangoJSONEncoder):
