@@ -104,6 +104,10 @@ class Intent(models.Model):
     a denied intent in any status but `blocked`.
     """
 
+    # Not a column: the decision record_intent opened for this row, handed to intent_dict() with
+    # the row it returns (so describing a new intent asks the database nothing more).
+    opened_decision: Decision | None = None
+
     action_type = models.CharField(max_length=64)
     title = models.CharField(max_length=300)
     recipient = models.CharField(max_length=300, blank=True, default="")

@@ -387,7 +387,7 @@ def record_intent(
             updated_at=now,
         )
         notify_approval_request(intent, decision)
-        _remember_decisions(intent, [decision])
+        intent.opened_decision = decision
     elif intent.status == IntentStatus.BLOCKED:
         notify(
             kind="intent_blocked",
@@ -694,22 +694,16 @@ def open_decisions(limit: int = 50) -> list[Decision]:
 
 
 def _first_decision(intent: Intent) -> Decision | None:
-    """The intent's (first) decision, from the prefetched ones when they were loaded (a listing's
-    prefetch_related, or record_intent, which has just created it): no query per intent."""
+    """The intent's (first) decision: the one record_intent has just opened, or from the prefetched
+    ones when they were loaded (a listing's prefetch_related): no query per intent."""
     if not intent.pk:
         return None
+    if intent.opened_decision is not None:
+        return intent.opened_decision
     prefetched = getattr(intent, "_prefetched_objects_cache", {}).get("decisions")
     if prefetched is not None:
         return min(prefetched, key=lambda decision: decision.pk, default=None)
     return intent.decisions.order_by("pk").first()
-
-
-def _remember_decisions(intent: Intent, decisions: list[Decision]) -> None:
-    """Hand the decisions just written to intent_dict() the way prefetch_related() would."""
-    queryset = Decision.objects.filter(intent=intent)
-    queryset._result_cache = decisions
-    queryset._prefetch_done = True
-    intent._prefetched_objects_cache = {"decisions": queryset}
 
 
 def intent_dict(intent: Intent, *, created: bool | None = None) -> dict[str, Any]:

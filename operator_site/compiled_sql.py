@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -28,19 +29,57 @@ M = TypeVar("M", bound=models.Model)
 T = TypeVar("T")
 
 
-@functools.cache
-def _select(model: type[models.Model], fields: tuple[str, ...], vendor: str) -> str:
-    quote = connection.ops.quote_name
-    where = " AND ".join(f"{quote(model._meta.get_field(name).column)} = %s" for name in fields)
-    return f"SELECT * FROM {quote(model._meta.db_table)} WHERE {where}"  # noqa: S608 - identifiers
+@dataclass(frozen=True)
+class _Select:
+    sql: str
+    attnames: tuple[str, ...]
+    # (column position, converters, the column expression they are given), as the ORM applies them
+    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
+    params: tuple[models.Field, ...]
+
+
+def _select(conn: Any, model: type[models.Model], fields: tuple[str, ...]) -> _Select:
+    meta = model._meta
+    quote = conn.ops.quote_name
+    columns = meta.concrete_fields
+    where = " AND ".join(f"{quote(meta.get_field(name).column)} = %s" for name in fields)
+    converters = []
+    for position, field in enumerate(columns):
+        # What SQLCompiler.get_converters finds for a plain column: the backend's, then the field's.
+        column = field.get_col(meta.db_table)
+        found = tuple(conn.ops.get_db_converters(column) + column.get_db_converters(conn))
+        if found:
+            converters.append((position, found, column))
+    return _Select(
+        # Identifiers from the model's metadata; every value is a parameter.
+        sql=f"SELECT {', '.join(quote(f.column) for f in columns)} FROM {quote(meta.db_table)} "  # noqa: S608
+        f"WHERE {where}",
+        attnames=tuple(f.attname for f in columns),
+        converters=tuple(converters),
+        params=tuple(meta.get_field(name) for name in fields),
+    )
 
 
 def rows_where(model: type[M], **equals: Any) -> list[M]:
-    """The rows whose fields equal the given values (in no particular order)."""
+    """The rows whose fields equal the given values (in no particular order), as model instances
+    with every value converted as the ORM converts it (`Model.from_db`, the ORM's converters)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    sql = _select(model, tuple(equals), conn.vendor)
-    params = [model._meta.get_field(name).get_db_prep_value(value, conn) for name, value in equals.items()]
-    return list(model.objects.raw(sql, params))
+    select = memo(("rows_where", model, tuple(equals)), lambda c: _select(c, model, tuple(equals)))
+    given = zip(select.params, equals.values(), strict=True)
+    params = [field.get_db_prep_value(value, conn) for field, value in given]
+    with conn.cursor() as cursor:
+        cursor.execute(select.sql, params)
+        rows = cursor.fetchall()
+    found = []
+    for row in rows:
+        values = list(row)
+        for position, converters, column in select.converters:
+            value = values[position]
+            for convert in converters:
+                value = convert(value, column, conn)
+            values[position] = value
+        found.append(model.from_db(conn.alias, select.attnames, values))
+    return found
 
 
 def row_where(model: type[M], **equals: Any) -> M | None:
@@ -162,8 +201,22 @@ def frozen_rows(key: Hashable, build: Callable[[], QuerySet[M]]) -> list[M]:
         queryset = build()
         compiler = queryset.query.get_compiler(connection=conn)
         compiled = compiler.as_sql()
-        # From now on this compiler answers its known SQL instead of compiling it again.
+        # From now on this compiler answers its known SQL instead of compiling it again, and the
+        # converters of its (fixed) columns once looked up (per row set, that lookup cost as much
+        # as compiling).
         compiler.as_sql = lambda *args, **kwargs: compiled
+        find_converters = compiler.get_converters
+        converters: dict[tuple[int, ...], tuple[list[Any], Any]] = {}
+
+        def get_converters(expressions: list[Any]) -> Any:
+            # The expressions are the compiler's own columns (the same objects on every call).
+            # They are kept with their converters, so an id here always names the same object.
+            key = tuple(map(id, expressions))
+            if key not in converters:
+                converters[key] = (list(expressions), find_converters(expressions))
+            return converters[key][1]
+
+        compiler.get_converters = get_converters
         return queryset, compiler
 
     queryset, compiler = memo(("frozen_rows", key), make)

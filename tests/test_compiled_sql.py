@@ -14,7 +14,14 @@ from django.test.utils import CaptureQueriesContext
 from intents.models import OPEN_DECISION_STATUSES, Decision, Intent, IntentStatus
 from intents.services import ActionInput, record_intent
 from operator_site import compiled_sql
-from operator_site.compiled_sql import frozen_rows, insert_row, insert_unless_conflict, memo
+from operator_site.compiled_sql import (
+    frozen_rows,
+    insert_row,
+    insert_unless_conflict,
+    memo,
+    row_where,
+    rows_where,
+)
 from operator_site.models import Notification, Principal
 
 pytestmark = pytest.mark.django_db
@@ -26,6 +33,25 @@ def _notice(key: str | None, title: str = "t") -> Notification:
 
 def _fields(row: Any) -> dict[str, Any]:
     return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+
+
+# --- lookups ---------------------------------------------------------------------------------------------
+def test_row_where_reads_what_the_orm_reads(agent) -> None:
+    from runs.models import ProgressEntry
+    from runs.services import record_progress
+
+    # JSON, datetimes, booleans, nullable integers and a foreign key: every converter matters.
+    written = record_progress(
+        principal=agent.principal, summary="s", outcome="done", tried=["a", "b"], failed=["c"]
+    )
+    found = row_where(ProgressEntry, id=written.pk)
+    assert found is not None and not found._state.adding
+    assert _fields(found) == _fields(ProgressEntry.objects.get(pk=written.pk))
+    assert found.tried == ["a", "b"] and found.created_at.tzinfo is not None
+    notice = Notification.objects.create(kind="k", title="t", dedupe_key="d", safety=True, subject_id=3)
+    assert _fields(row_where(Notification, dedupe_key="d")) == _fields(Notification.objects.get(pk=notice.pk))
+    assert row_where(Notification, dedupe_key="absent") is None
+    assert [p.name for p in rows_where(Principal, kind="agent")] == [agent.name]
 
 
 # --- inserts ---------------------------------------------------------------------------------------------
