@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from operator_site.compiled_sql import insert_row
@@ -186,6 +187,13 @@ class Notification(models.Model):
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="notification_due"),
             models.Index(fields=["subject_kind", "subject_id"], name="notification_subject"),
+            # The safety notices the person has not acknowledged yet (counted by every packet and
+            # goal-model write): a partial index, so the count reads those, not every notice.
+            models.Index(
+                fields=["id"],
+                condition=Q(safety=True, acknowledged_at__isnull=True),
+                name="notification_safety_open",
+            ),
         ]
 
     def __str__(self) -> str:
