@@ -22,6 +22,7 @@ Nothing here calls the brain or any network service.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -144,23 +145,23 @@ def scalar_figures(
     counts: Mapping[str, QuerySet] | None = None,
     *,
     maxima: Mapping[str, QuerySet] | None = None,
-    fixed: tuple[Hashable, Callable[[], FigureQueries]] | None = None,
+    fixed: Iterable[tuple[Hashable, Callable[[], FigureQueries]]] = (),
     cap: int = COUNT_CAP,
 ) -> dict[str, int | None]:
     """Many figures in ONE query: for each of `counts`, the number of its rows up to `cap + 1` (so
     the cost is bounded by the cap, not by the table); for each of `maxima`, the value of its single
     selected column in its first row (order the queryset and select one value).
 
-    `fixed` = (key, build) adds figures whose SQL and parameters depend on nothing but `key`:
-    `build()` returns their (counts, maxima), built and compiled once per connection
+    Each of `fixed`, (key, build), adds figures whose SQL and parameters depend on nothing but
+    `key`: `build()` returns their (counts, maxima), built and compiled once per connection
     (`compiled_sql.memo`), read in the same one query."""
     names: list[str] = []
     parts: list[str] = []
     params: list[Any] = []
-    if fixed is not None:
-        key, build = fixed
+    for n, (key, build) in enumerate(fixed):
         fixed_names, fixed_parts, fixed_params = memo(
-            ("scalar_figures", key, cap), lambda conn: _figure_sql(*build(), cap=cap, prefix="f")
+            ("scalar_figures", key, cap, n),
+            lambda conn, build=build, n=n: _figure_sql(*build(), cap=cap, prefix=f"f{n}_"),
         )
         names += fixed_names
         parts += fixed_parts
@@ -290,6 +291,10 @@ def _goals_section(limits: PacketLimits) -> dict[str, Any]:
     }
 
 
+def _lane_figure(lane: str) -> FigureQueries:
+    return {f"lane:{lane}": _open_tasks().filter(lane=lane).order_by()}, {}
+
+
 def _packet_figures(end: datetime) -> FigureQueries:
     """The packet's counts and maxima whose conditions are fixed (the record's end changes once a
     day): compiled once per connection and day, read in the packet's one figures query."""
@@ -407,9 +412,11 @@ def context_packet(
     run_status = runs.run_status(now)
 
     figures = scalar_figures(
-        # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
-        {f"lane:{lane}": _open_tasks().filter(lane=lane).order_by() for lane, _ in shown_lanes},
-        fixed=(("packet", end), lambda: _packet_figures(end)),
+        fixed=[
+            (("packet", end), lambda: _packet_figures(end)),
+            # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
+            *((("lane", lane), functools.partial(_lane_figure, lane)) for lane, _ in shown_lanes),
+        ],
     )
 
     shown_tasks = sum(len(tasks) for _, tasks in shown_lanes)
