@@ -563,6 +563,24 @@ def transition_intent(
             status=intent.status,
         )
     was = intent.status
+    leased = was == IntentStatus.EXECUTING and intent.lease_token
+    if leased and (where or {}).get("lease_token") != intent.lease_token:
+        # Being carried out by the executor (intents/executor.py): only the holder of the lease
+        # finishes it — an agent saying `executed` or `failed` now would speak for a brain call it
+        # did not make. An intent an agent moved to `executing` itself holds no lease.
+        raise Refusal(
+            "claimed_by_executor",
+            f"Intent {intent.id} is being carried out by the executor ({intent.lease_holder or 'a holder'}"
+            f", lease until {intent.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC); only the executor "
+            "finishes it. Nothing was changed.",
+            status=was,
+            lease_holder=intent.lease_holder,
+            lease_expires_at=intent.lease_expires_at,
+        )
+    if was == IntentStatus.EXECUTING and where is None:
+        # ...and the move itself checks there is still no lease (an executor cannot claim an
+        # agent's `executing` intent today; this keeps it so if that ever changes).
+        where = {"lease_token": ""}
     intent = move_intent(
         intent,
         to,

@@ -221,7 +221,9 @@ def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[s
     """Lifecycle transitions only: pending_approval → cancelled | expired; approved or queued →
     executing | cancelled; executing → executed | failed. Never to approved or rejected (approval is
     a human act), never out of a terminal status (executed, failed, rejected, cancelled, expired,
-    blocked). If another call moved the intent first, nothing changes and the answer says so."""
+    blocked). An intent the operator's executor is carrying out (it holds a lease) is finished by
+    the executor only (`claimed_by_executor`). If another call moved the intent first, nothing
+    changes and the answer says so."""
     intent, was = services.transition_intent(
         principal=call.principal, intent_id=args.id, to=args.to, note=args.note
     )

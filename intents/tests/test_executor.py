@@ -768,3 +768,44 @@ def test_executors_racing_to_reclaim_expired_leases_never_call_twice(
     assert {fresh(i).status for i in fresh_claims} == {"executed"}
     assert {fresh(i).execution_result["error"] for i in attempted} == {"attempt_interrupted"}
     assert {fresh(i).claims for i in fresh_claims + attempted} == {2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_cannot_finish_an_intent_the_executor_holds(
+    brain: MeteredBrain, make_intent: Callable[..., Intent], agent: Any
+) -> None:
+    intent = make_intent(type="note", title="Held by the executor")
+    principal = executor.executor_principal()
+    claim = executor.claim_next(principal=principal, lease_s=120, holder="exec-1", now=timezone.now())
+    assert claim is not None and fresh(intent).status == "executing"
+    for to in ("executed", "failed"):
+        with pytest.raises(services.Refusal) as refused:
+            services.transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
+        assert refused.value.code == "claimed_by_executor"
+        assert refused.value.extra["lease_holder"] == "exec-1"
+    # Not even with the lease expired: only the executor (a reclaim) takes it from there.
+    held = fresh(intent)
+    assert held.status == "executing" and held.lease_token == claim.token
+    with pytest.raises(services.Refusal):
+        services.transition_intent(
+            principal=agent.principal,
+            intent_id=intent.id,
+            to="executed",
+            now=timezone.now() + timedelta(hours=1),
+        )
+    # The holder of the lease still finishes it.
+    assert executor._finish(
+        claim, "executed", principal=principal, result={"ok": True}, note="done", now=timezone.now()
+    )
+    assert fresh(intent).status == "executed"
+    assert brain.calls == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_still_finishes_an_intent_it_carries_out_itself(
+    make_intent: Callable[..., Intent], agent: Any
+) -> None:
+    intent = make_intent(type="note", title="Done by hand")
+    services.transition_intent(principal=agent.principal, intent_id=intent.id, to="executing")
+    done, was = services.transition_intent(principal=agent.principal, intent_id=intent.id, to="executed")
+    assert (was, done.status) == ("executing", "executed")
