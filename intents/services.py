@@ -8,6 +8,7 @@ here leaves nothing written.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -564,7 +565,7 @@ def transition_intent(
         )
     was = intent.status
     leased = was == IntentStatus.EXECUTING and intent.lease_token
-    if leased and (where or {}).get("lease_token") != intent.lease_token:
+    if leased and not hmac.compare_digest(str((where or {}).get("lease_token") or ""), intent.lease_token):
         # Being carried out by the executor (intents/executor.py): only the holder of the lease
         # finishes it — an agent saying `executed` or `failed` now would speak for a brain call it
         # did not make. An intent an agent moved to `executing` itself holds no lease.
