@@ -1,181 +1,123 @@
-"""Confirmation evidence (seed §4.4): a high-stakes write must show that the person said it.
+"""Confirmation evidence: a high-stakes change is authorised only by the person's own words saying
+this change. docs/world-model.md ("The evidence rule") states the rules with examples; the words
+they read are in `beliefs.wording`.
 
-"High-stakes kinds require two things at once: the flag confirmedInConversation, and a
-confirmationQuote copied from a recent human-authored instruction. The advisor validates the quote
-against the stored comment rows rather than trusting the flag."
+A quote passes when, in order (each failure is its own refusal, naming the rule and what the quote
+lacked, and nothing is written):
 
-The check, in order — each failure is its own refusal code and nothing is written:
+1. the person's (``confirmation_not_found`` / ``confirmation_stale``): it is in one instruction a
+   human principal recorded, that principal is still active, and the row is inside the window;
+2. whole statements (``confirmation_fragment``): its words are exactly one whole sentence of that
+   instruction, or a run of consecutive whole sentences;
+3. firm (``confirmation_not_firm``): no question, hedge or condition in those sentences (or in a
+   line that runs on into them);
+4. bound (``confirmation_unbound``): for each change, one of the sentences holds every significant
+   word of the target's key or title, every significant word of the new value, the operation's
+   cue word where it needs one, and the position a re-rank names;
+5. same polarity (``confirmation_polarity``): every negation in the context is the change's own
+   (in its new value, its key, or a negative cue like "no longer"), and every negation of the new
+   value is in the sentence;
+6. once (``confirmation_reused``): each change has a sentence of its own, never used before.
 
-1. ``confirmation_required`` — the flag is not ``true``, or there is no quote. The flag alone proves
-   nothing; a quote without the flag is not a confirmation either.
-2. ``confirmation_not_found`` — after normalising case and whitespace (and typographic quotes), the
-   quote is shorter than 12 characters or 3 words ("yes" matches nothing), or it is not a
-   contiguous, word-aligned span of any human-authored instruction. A span that only an
-   agent-recorded row contains is named as such: agent rows are never evidence, and neither are
-   observations (they are not instruction rows at all).
-3. ``confirmation_stale`` — only human-authored rows recorded before the window
-   (``OPERATOR_CONFIRMATION_WINDOW_HOURS``, default 72) contain it.
-4. ``confirmation_unbound`` — the quote does not mention what it authorises. Each binding (one per
-   high-stakes change) needs its key as a whole phrase (``home_city`` → "home city") or a
-   significant word of its value (the new value; for a retirement, the value being retired).
-5. ``confirmation_reused`` — every matching instruction already authorised one of these keys: one
-   instruction authorises a given key once (``ConfirmationUse``, UNIQUE per instruction, scope and
-   subject).
-
-Reusable as is by any gated model (the goal model calls it with ``scope="goal_model"``)::
-
-    confirmation = check_confirmation(
-        confirmed=args.confirmedInConversation,
-        quote=args.confirmationQuote,
-        scope="goal_model",
-        bindings=[Binding(subject="goal/marathon", key="marathon", values=("run a marathon",))],
-    )
-    ...  # claim the version, write
-    record_confirmation_use(confirmation, version=new_version_number)
-    confirmation.as_evidence()  # {"instruction": id, "span": "...", ...} for the version row
+The goal model calls the same check with ``scope="goal_model"``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from beliefs import wording
 from beliefs.models import ConfirmationUse, Instruction
+from beliefs.wording import Sentence
+from operator_site.compiled_sql import insert_unless_conflict
 from operator_site.face.envelope import Refusal
+from operator_site.models import Principal
 
-MIN_QUOTE_CHARS = 12
-MIN_QUOTE_WORDS = 3
-# Rows examined when explaining why nothing matched (stale or agent-recorded): bounded work.
-_DIAGNOSTIC_SCAN = 5000
-
-_TYPOGRAPHIC = str.maketrans(
-    {
-        "\u2018": "'",  # left single quotation mark
-        "\u2019": "'",  # right single quotation mark (the typographic apostrophe)
-        "\u201a": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u00a0": " ",  # no-break space
-    }
+# Rows examined per lookup: bounded work whatever the history.
+_SCAN = 5000
+# Where a refused agent can go instead (issue: proposals). One sentence, appended to refusals of
+# the person's words.
+ASK_INSTEAD = (
+    "If the person's words are not enough, ask them to say it plainly through a human channel, or "
+    "propose the exact change with operator_record_action_intent for them to approve."
 )
 
-# Words too common to bind a quote to a value ("the", "not" and friends mention nothing).
-_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further had
-    has have having he her here hers herself him himself his how i i'm if in into is it its itself
-    just let me more most my myself no nor not now of off on once only or other our ours ourselves
-    out over own please same she should so some such than that the their theirs them themselves then
-    there these they this those through to too under until up very was we were what when where which
-    while who whom why will with would yes you your yours yourself yourselves also okay ok yeah sure
-    thing things want like really get got make made use used call called"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+OPERATIONS = ("add", "update", "retire", "remove", "pause", "resume", "review", "rank")
+_CUED = {"retire": "retire", "remove": "remove", "pause": "pause", "resume": "resume", "review": "review"}
 
 
 def window_hours() -> int:
     return int(getattr(settings, "OPERATOR_CONFIRMATION_WINDOW_HOURS", 72))
 
 
-def normalise(text: str) -> str:
-    """Case-folded, typographic quotes straightened, whitespace runs collapsed to one space."""
-    return " ".join(text.translate(_TYPOGRAPHIC).casefold().split())
+@dataclass(frozen=True)
+class Claim:
+    """One high-stakes change a quote must authorise.
 
+    `subject`: what its use is recorded under (``identity/home_city``, ``goal/12``); `operation`:
+    one of `OPERATIONS`; `target`: the key or title naming what changes; `value`: the new value
+    (an add or update); for ``rank``: the new 1-based `rank`, the current one (`rank_from`, None
+    for a new item) and how many are ranked (`ranked`)."""
 
-def _normalise_with_map(text: str) -> tuple[str, list[int]]:
-    """`normalise(text)` plus, for each of its characters, the index it came from in `text`."""
-    out: list[str] = []
-    where: list[int] = []
-    pending_space = False
-    for i, ch in enumerate(text.translate(_TYPOGRAPHIC)):
-        if ch.isspace():
-            pending_space = bool(out)
-            continue
-        if pending_space:
-            out.append(" ")
-            where.append(i - 1)
-            pending_space = False
-        for folded in ch.casefold():
-            out.append(folded)
-            where.append(i)
-    return "".join(out), where
+    subject: str
+    operation: str
+    target: str
+    value: str | None = None
+    rank: int | None = None
+    rank_from: int | None = None
+    ranked: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {self.operation!r}")
 
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+(?:'\w+)?", normalise(text))
+    @property
+    def target_words(self) -> list[str]:
+        return wording.key_words(self.target)
 
+    @property
+    def value_words(self) -> list[str]:
+        return wording.significant_words(self.value) if self.value else []
 
-def significant_words(text: str) -> list[str]:
-    """Words of a value that can bind a quote to it: not a stopword, 3+ letters or 2+ digits."""
-    out = []
-    for word in words(text):
-        if word in STOPWORDS:
-            continue
-        if (word.isdigit() and len(word) >= 2) or (not word.isdigit() and len(word) >= 3):
-            out.append(word)
-    return list(dict.fromkeys(out))
-
-
-def key_phrase(key: str) -> str:
-    """How a key is said: separators become spaces (`home_city` → "home city")."""
-    return " ".join(re.split(r"[\W_]+", normalise(key))).strip()
-
-
-def _contains_phrase(haystack: str, phrase: str) -> bool:
-    if not phrase:
-        return False
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", haystack) is not None
-
-
-def find_span(text: str, quote_norm: str) -> tuple[int, int] | None:
-    """Where `quote_norm` (already normalised) occurs in `text` as a word-aligned contiguous span,
-    as (start, end) indices into the ORIGINAL text; None if it does not."""
-    norm, where = _normalise_with_map(text)
-    start = 0
-    while True:
-        at = norm.find(quote_norm, start)
-        if at < 0:
-            return None
-        end = at + len(quote_norm)
-        left_ok = at == 0 or not (norm[at - 1].isalnum() and quote_norm[0].isalnum())
-        right_ok = end == len(norm) or not (norm[end].isalnum() and quote_norm[-1].isalnum())
-        if left_ok and right_ok:
-            return where[at], where[end - 1] + 1
-        start = at + 1
+    @property
+    def value_negations(self) -> list[str]:
+        return [w for _, w in wording.negations_in(wording.words(self.value))] if self.value else []
 
 
 @dataclass(frozen=True)
-class Binding:
-    """One thing a confirmation must authorise: `subject` is the key a use is recorded under (one
-    instruction authorises it once); the quote must mention `key` as a phrase or a significant word
-    of one of `values`."""
+class Use:
+    """Which sentence authorised which change."""
 
-    subject: str
-    key: str
-    values: tuple[str, ...] = ()
-
-    def mentioned_in(self, quote_norm: str) -> bool:
-        if _contains_phrase(quote_norm, key_phrase(self.key)):
-            return True
-        return any(_contains_phrase(quote_norm, w) for v in self.values for w in significant_words(v))
+    claim: Claim
+    sentence: Sentence
 
 
 @dataclass(frozen=True)
 class Confirmation:
-    """A quote that passed: the instruction it came from and the exact span (original text)."""
+    """A quote that passed: the instruction, the span it quoted (offsets into the instruction's
+    text) and the sentence that authorised each change."""
 
     instruction: Instruction
     span: str
     start: int
     end: int
     scope: str
-    bindings: tuple[Binding, ...]
+    uses: tuple[Use, ...]
+
+    def sentence_for(self, subject: str) -> str:
+        """The sentence that authorised the change of `subject` (the whole span if none did)."""
+        for use in self.uses:
+            if use.claim.subject == subject:
+                return use.sentence.text
+        return self.span
 
     def as_evidence(self) -> dict[str, Any]:
         return {
@@ -183,39 +125,325 @@ class Confirmation:
             "span": self.span,
             "start": self.start,
             "end": self.end,
+            "sentences": [
+                {"sentence": u.sentence.index, "text": u.sentence.text, "authorises": u.claim.subject}
+                for u in self.uses
+            ],
             "recorded_by": self.instruction.actor,
             "recorded_at": self.instruction.created_at.isoformat(),
         }
 
 
-def _matches(rows: Sequence[Instruction], quote_norm: str) -> list[tuple[Instruction, tuple[int, int]]]:
-    found = []
-    for row in rows:
-        span = find_span(row.text, quote_norm)
-        if span is not None:
-            found.append((row, span))
-    return found
+# --- finding the person's words ----------------------------------------------------------------------
+@dataclass
+class _Match:
+    """Where the quote's words are in one instruction: whole sentences first..last (`whole`), or
+    only inside them (a fragment)."""
+
+    row: Instruction
+    sentences: list[Sentence]
+    first: int
+    last: int
+    whole: bool
+
+    @property
+    def text(self) -> str:
+        return self.row.text[self.sentences[self.first].start : self.sentences[self.last].end]
 
 
-def _prefiltered(queryset: Any, quote_norm: str) -> list[Instruction]:
-    """Rows that might contain the quote (a cheap SQL filter on its longest ASCII word), bounded."""
-    ascii_words = [w for w in re.findall(r"\w+", quote_norm) if w.isascii()]
+def _locate(row: Instruction, quote: tuple[str, ...]) -> _Match | None:
+    """The quote's words in `row`: a run of whole sentences if they are one, else the sentences
+    a fragment lies in; None if the words are not there in that order."""
+    sentences = wording.split_sentences(row.text)
+    if not sentences:
+        return None
+    flat: list[str] = []
+    owner: list[int] = []
+    starts = set()
+    for s in sentences:
+        starts.add(len(flat))
+        flat += s.words
+        owner += [s.index] * len(s.words)
+    n = len(quote)
+    ends = {len(flat)} | starts
+    fragment: _Match | None = None
+    for at in range(len(flat) - n + 1):
+        if tuple(flat[at : at + n]) != quote:
+            continue
+        first, last = owner[at], owner[at + n - 1]
+        if at in starts and at + n in ends:
+            return _Match(row, sentences, first, last, whole=True)
+        fragment = fragment or _Match(row, sentences, first, last, whole=False)
+    return fragment
+
+
+def _evidence_rows(*, live: bool, human: bool = True) -> QuerySet[Instruction]:
+    """Instructions recorded by humans (or, `human=False`, by agents). `live`: only those whose
+    principal is still an active human and that were recorded since its token was last revoked or
+    replaced; not `live`: the other human-recorded ones."""
+    rows = Instruction.objects.filter(human_authored=human)
+    if human:
+        live_principal = Q(
+            principal__active=True, principal__revoked_at__isnull=True, principal__kind=Principal.Kind.HUMAN
+        ) & (Q(principal__evidence_since__isnull=True) | Q(created_at__gte=F("principal__evidence_since")))
+        rows = rows.filter(live_principal) if live else rows.exclude(live_principal)
+    return rows
+
+
+def _prefiltered(rows: QuerySet[Instruction], quote: tuple[str, ...]) -> list[Instruction]:
+    """Rows that may hold the quote (a cheap SQL filter on its longest ASCII word), newest first."""
+    ascii_words = [w for w in quote if w.isascii() and "'" not in w]
     if ascii_words:
-        queryset = queryset.filter(text__icontains=max(ascii_words, key=len))
-    return list(queryset.order_by("-id")[:_DIAGNOSTIC_SCAN])
+        rows = rows.filter(text__icontains=max(ascii_words, key=len))
+    return list(rows.select_related("principal").order_by("-created_at", "-id")[:_SCAN])
 
 
+def _find(rows: Iterable[Instruction], quote: tuple[str, ...]) -> list[_Match]:
+    return [m for m in (_locate(row, quote) for row in rows) if m is not None]
+
+
+# --- the rules on one match ------------------------------------------------------------------------------
+def _said(sentence: Sentence) -> str:
+    return f"“{sentence.text}”"
+
+
+def _firmness(context: Sequence[Sentence]) -> Refusal | None:
+    for s in context:
+        if s.terminator == "?":
+            why = f"it asks a question: {_said(s)}"
+        else:
+            hedge = next((" ".join(p) for p in wording.HEDGES if wording.find_phrase(s.words, p)), None)
+            condition = next(
+                (" ".join(p) for p in wording.CONDITIONS if wording.find_phrase(s.words, p)), None
+            )
+            if hedge:
+                why = f"it hedges (“{hedge}”): {_said(s)}"
+            elif condition:
+                why = f"it is conditional (“{condition}”): {_said(s)}"
+            else:
+                continue
+        return Refusal(
+            "confirmation_not_firm",
+            f"The person's words do not decide anything: {why}. A question, a hedge or a condition "
+            f"authorises no change; nothing was written. {ASK_INSTEAD}",
+            rule="firm",
+            sentence=s.text,
+        )
+    return None
+
+
+@dataclass
+class _Fit:
+    """How well one sentence binds one claim: what it lacks, and the cue phrases it matched."""
+
+    sentence: Sentence
+    missing_target: list[str] = field(default_factory=list)
+    missing_value: list[str] = field(default_factory=list)
+    missing_cue: bool = False
+    wrong_position: str | None = None
+    cue_spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing_target or self.missing_value or self.missing_cue or self.wrong_position)
+
+    @property
+    def lacks(self) -> int:
+        return (
+            len(self.missing_target) + len(self.missing_value) + self.missing_cue + bool(self.wrong_position)
+        )
+
+
+def _fit(claim: Claim, sentence: Sentence) -> _Fit:
+    have = set(sentence.stems)
+    fit = _Fit(sentence)
+    fit.missing_target = [w for w in claim.target_words if wording.stem(w) not in have]
+    fit.missing_value = [w for w in claim.value_words if wording.stem(w) not in have]
+    cue_op = "rank" if claim.operation == "rank" else _CUED.get(claim.operation)
+    if cue_op:
+        for phrase in wording.CUES[cue_op]:
+            fit.cue_spans += [(i, i + len(phrase)) for i in wording.find_said(sentence, phrase)]
+        fit.missing_cue = not fit.cue_spans
+    if claim.operation == "rank" and claim.rank is not None:
+        named = {
+            pos for phrase, pos in wording.POSITIONS.items() if wording.find_phrase(sentence.words, phrase)
+        }
+        spoken = " ".join(sentence.words)
+        named |= {int(n) for n in re.findall(r"\b(?:number|rank|position|place)\s+(\d{1,3})\b", spoken)}
+        last = claim.ranked or claim.rank
+        named = {last if p == -1 else p for p in named}
+        if len(named) > 1:
+            fit.wrong_position = f"it names more than one position ({', '.join(map(str, sorted(named)))})"
+        elif named and claim.rank not in named:
+            fit.wrong_position = f"it says position {next(iter(named))}, not {claim.rank}"
+    return fit
+
+
+def _unbound(claim: Claim, best: _Fit) -> Refusal:
+    lacks = []
+    if best.missing_target:
+        lacks.append(f"the words {', '.join(map(repr, best.missing_target))} of {claim.target!r}")
+    if best.missing_value:
+        lacks.append(f"the words {', '.join(map(repr, best.missing_value))} of the new value")
+    if best.missing_cue:
+        cues = ", ".join(
+            repr(" ".join(p))
+            for p in wording.CUES["rank" if claim.operation == "rank" else _CUED[claim.operation]][:6]
+        )
+        lacks.append(f"a word saying to {claim.operation} it (such as {cues})")
+    if best.wrong_position:
+        lacks.append(f"the position it asks for ({best.wrong_position})")
+    return Refusal(
+        "confirmation_unbound",
+        f"The person's words do not say this change of {claim.subject}: the closest sentence, "
+        f"{_said(best.sentence)}, lacks {'; and '.join(lacks)}. A sentence authorises a change only when it "
+        f"names the target and says the new value; nothing was written. {ASK_INSTEAD}",
+        rule="bound",
+        subject=claim.subject,
+        sentence=best.sentence.text,
+        missing={
+            "target": best.missing_target,
+            "value": best.missing_value,
+            "cue": best.missing_cue,
+            "position": best.wrong_position,
+        },
+    )
+
+
+def _polarity(claim: Claim, fit: _Fit, context: Sequence[Sentence]) -> str | None:
+    """Why the negations of the context and of the change disagree, or None when they agree."""
+    value_negations = list(claim.value_negations)
+    target_negations = [w for w in wording.words(claim.target) if w in wording.NEGATIONS]
+    stray: list[str] = []
+    for s in context:
+        for at, word in wording.negations_in(s.words):
+            if s is fit.sentence and any(lo <= at < hi for lo, hi in fit.cue_spans):
+                continue  # a negative cue ("no longer") is the change itself
+            if s is fit.sentence and word in value_negations:
+                value_negations.remove(word)
+                continue
+            if s is fit.sentence and word in target_negations:
+                target_negations.remove(word)
+                continue
+            stray.append(word)
+    if stray:
+        return f"the sentence says “{stray[0]}” but the change does not"
+    if value_negations:
+        return f"the new value says “{value_negations[0]}” but the sentence does not"
+    return None
+
+
+def _assign(claims: Sequence[Claim], options: dict[int, list[Sentence]]) -> dict[int, Sentence] | None:
+    """A distinct sentence for every claim (bipartite matching; a few claims, a few sentences)."""
+    taken: dict[int, int] = {}  # sentence index -> claim number
+
+    def place(c: int, seen: set[int]) -> bool:
+        for s in options[c]:
+            if s.index in seen:
+                continue
+            seen.add(s.index)
+            if s.index not in taken or place(taken[s.index], seen):
+                taken[s.index] = c
+                return True
+        return False
+
+    for c in range(len(claims)):
+        if not place(c, set()):
+            return None
+    by_claim = {c: s for s, c in taken.items()}
+    sentences = {s.index: s for opts in options.values() for s in opts}
+    return {c: sentences[i] for c, i in by_claim.items()}
+
+
+def _check_match(match: _Match, claims: Sequence[Claim], scope: str) -> Confirmation:
+    context = wording.context_of(match.sentences, match.first, match.last)
+    refusal = _firmness(context)
+    if refusal:
+        raise refusal
+    quoted = match.sentences[match.first : match.last + 1]
+    options: dict[int, list[Sentence]] = {}
+    for c, claim in enumerate(claims):
+        fits = [_fit(claim, s) for s in quoted]
+        bound = [f for f in fits if f.ok]
+        if not bound:
+            raise _unbound(claim, min(fits, key=lambda f: f.lacks))
+        agreeing = []
+        problem = None
+        for fit in bound:
+            problem = _polarity(claim, fit, context)
+            if problem is None:
+                agreeing.append(fit.sentence)
+        if not agreeing:
+            raise Refusal(
+                "confirmation_polarity",
+                f"The person's words and the change of {claim.subject} point opposite ways: {problem} "
+                f"({_said(bound[0].sentence)}). A negation must be in both the words and the new value or "
+                f"in neither; nothing was written. {ASK_INSTEAD}",
+                rule="same_polarity",
+                subject=claim.subject,
+                sentence=bound[0].sentence.text,
+            )
+        options[c] = agreeing
+    used = set(
+        ConfirmationUse.objects.filter(instruction=match.row, sentence__isnull=False).values_list(
+            "sentence", flat=True
+        )
+    )
+    fresh = {c: [s for s in opts if s.index not in used] for c, opts in options.items()}
+    assigned = _assign(claims, fresh)
+    if assigned is None:
+        spent = [claims[c].subject for c, opts in fresh.items() if not opts]
+        if spent:
+            reason = (
+                f"The sentence that says the change of {', '.join(spent)} has already authorised a change: "
+                "one sentence authorises one change, once. Ask the person again; nothing was written."
+            )
+        else:
+            reason = (
+                f"These {len(claims)} changes rest on fewer sentences than changes: one sentence authorises "
+                "one change to one target. Quote a sentence for each change (or make one change per "
+                "call); nothing was written."
+            )
+        raise Refusal(
+            "confirmation_reused",
+            f"{reason} {ASK_INSTEAD}",
+            rule="once",
+            instruction=match.row.id,
+            subjects=[c.subject for c in claims],
+        )
+    first, last = match.sentences[match.first], match.sentences[match.last]
+    return Confirmation(
+        instruction=match.row,
+        span=match.text,
+        start=first.start,
+        end=last.end,
+        scope=scope,
+        uses=tuple(Use(claims[c], s) for c, s in sorted(assigned.items())),
+    )
+
+
+# --- the check ----------------------------------------------------------------------------------------
 def check_confirmation(
     *,
     confirmed: bool | None,
     quote: str | None,
     scope: str,
-    bindings: Sequence[Binding],
+    claims: Sequence[Claim],
     now: datetime | None = None,
 ) -> Confirmation:
-    """Validate a confirmation against the stored instruction rows; raise `Refusal` (one of the five
-    `confirmation_*` codes) or return what matched. Writes nothing (see `record_confirmation_use`)."""
-    subjects = [b.subject for b in bindings]
+    """Validate a confirmation against the stored instructions; raise `Refusal` (a
+    ``confirmation_*`` code, or ``invalid_key``) or return what matched. Writes nothing (see
+    `record_confirmation_use`)."""
+    subjects = [c.subject for c in claims]
+    nameless = [c for c in claims if not c.target_words]
+    if nameless:
+        raise Refusal(
+            "invalid_key",
+            f"{nameless[0].subject}: {nameless[0].target!r} has no significant word (only short or common "
+            "words), so no sentence could name it. Give a high-stakes key or title a word that says what "
+            "it is; nothing was written.",
+            subject=nameless[0].subject,
+        )
     if confirmed is not True or quote is None or not quote.strip():
         missing = []
         if confirmed is not True:
@@ -224,107 +452,110 @@ def check_confirmation(
             missing.append("a confirmationQuote")
         raise Refusal(
             "confirmation_required",
-            f"Changing high-stakes beliefs ({', '.join(subjects)}) needs both confirmedInConversation: "
-            "true and a confirmationQuote copied from something the person said (recorded with "
-            f"operator_record_instruction). Missing: {' and '.join(missing)}. The flag alone proves "
-            "nothing; nothing was written.",
+            f"Changing high-stakes entries ({', '.join(subjects)}) needs both confirmedInConversation: "
+            "true and a confirmationQuote: whole sentences the person said (recorded with "
+            f"operator_record_instruction by the person). Missing: {' and '.join(missing)}. The flag alone "
+            f"proves nothing; nothing was written. {ASK_INSTEAD}",
+            rule="required",
             missing=missing,
             subjects=subjects,
         )
-    quote_norm = normalise(quote)
-    if len(quote_norm) < MIN_QUOTE_CHARS or len(words(quote_norm)) < MIN_QUOTE_WORDS:
+    words = wording.words(quote)
+    if not words:
         raise Refusal(
             "confirmation_not_found",
-            f"The quote {quote.strip()[:40]!r} is too short to identify anything the person said: a "
-            f"confirmation quote needs at least {MIN_QUOTE_CHARS} characters and {MIN_QUOTE_WORDS} "
-            "words, copied from a human-authored instruction. Nothing was written.",
-            minimum={"chars": MIN_QUOTE_CHARS, "words": MIN_QUOTE_WORDS},
+            "The quote has no words. Copy whole sentences the person said; nothing was written.",
+            rule="persons_words",
         )
 
     now = now or timezone.now()
     hours = window_hours()
     since = now - timedelta(hours=hours)
-    fresh_rows = Instruction.objects.filter(human_authored=True, created_at__gte=since, created_at__lte=now)
-    fresh = _matches(list(fresh_rows.order_by("-created_at", "-id")), quote_norm)
-    if not fresh:
-        stale = _matches(
-            _prefiltered(Instruction.objects.filter(human_authored=True, created_at__lt=since), quote_norm),
-            quote_norm,
+    fresh = _evidence_rows(live=True).filter(created_at__gte=since, created_at__lte=now)
+    matches = _find(_prefiltered(fresh, words), words)
+    whole = [m for m in matches if m.whole]
+    if not whole:
+        _explain_missing(matches, words, since, hours)
+    first_refusal: Refusal | None = None
+    for match in whole:  # newest first: the person may have said the same thing twice
+        try:
+            return _check_match(match, claims, scope)
+        except Refusal as refusal:
+            first_refusal = first_refusal or refusal
+    assert first_refusal is not None
+    raise first_refusal
+
+
+def _explain_missing(
+    fragments: Sequence[_Match], words: tuple[str, ...], since: datetime, hours: int
+) -> None:
+    """No live, fresh instruction holds the quote as whole sentences: say why (rules 1 and 2)."""
+    if fragments:
+        match = fragments[0]
+        raise Refusal(
+            "confirmation_fragment",
+            f"The quote is part of a sentence, not a whole one. Quote the whole sentence: “{match.text}”. "
+            "A piece cut from inside a sentence can say the opposite of the sentence; nothing was "
+            "written.",
+            rule="whole_statements",
+            instruction=match.row.id,
+            sentence=match.text,
         )
-        if stale:
-            newest = max(row.created_at for row, _ in stale)
-            raise Refusal(
-                "confirmation_stale",
-                f"The quote matches what the person said at {newest:%Y-%m-%d %H:%M} UTC, which is older "
-                f"than the {hours}-hour confirmation window. Ask again and record the new answer; nothing "
-                "was written.",
-                instructions=[row.id for row, _ in stale][:10],
-                window_hours=hours,
-            )
-        by_agents = _matches(
-            _prefiltered(Instruction.objects.filter(human_authored=False), quote_norm), quote_norm
+    stale = _find(_prefiltered(_evidence_rows(live=True).filter(created_at__lt=since), words), words)
+    if stale:
+        newest = max(m.row.created_at for m in stale)
+        raise Refusal(
+            "confirmation_stale",
+            f"The quote matches what the person said at {newest:%Y-%m-%d %H:%M} UTC, which is older than the "
+            f"{hours}-hour confirmation window. Ask again and record the new answer; nothing was written.",
+            rule="persons_words",
+            instructions=[m.row.id for m in stale][:10],
+            window_hours=hours,
         )
-        if by_agents:
-            raise Refusal(
-                "confirmation_not_found",
-                "The quote matches only instruction rows recorded by an agent, which are never evidence: "
-                "only rows a human principal recorded count. Nothing was written.",
-                agent_recorded=[row.id for row, _ in by_agents][:10],
-            )
+    revoked = _find(_prefiltered(_evidence_rows(live=False), words), words)
+    if revoked:
         raise Refusal(
             "confirmation_not_found",
-            "No human-authored instruction contains this quote (compared ignoring case and spacing, as "
-            "a contiguous run of whole words). Copy the person's words exactly; nothing was written.",
+            "The quote matches only words recorded by a human principal whose access was revoked (or "
+            "deactivated): they are no longer evidence. Nothing was written.",
+            rule="persons_words",
+            revoked=[m.row.id for m in revoked][:10],
         )
-
-    unbound = [b.subject for b in bindings if not b.mentioned_in(quote_norm)]
-    if unbound:
+    by_agents = _find(_prefiltered(_evidence_rows(live=True, human=False), words), words)
+    if by_agents:
         raise Refusal(
-            "confirmation_unbound",
-            f"The quote is the person's, but it does not mention {', '.join(unbound)}: a confirmation "
-            "must name what it authorises (the key, or a significant word of the new value). Nothing "
-            "was written.",
-            unbound=unbound,
+            "confirmation_not_found",
+            "The quote matches only instruction rows recorded by an agent, which are never evidence: only "
+            f"rows a human principal recorded count. Nothing was written. {ASK_INSTEAD}",
+            rule="persons_words",
+            agent_recorded=[m.row.id for m in by_agents][:10],
         )
-
-    used_for: dict[int, list[dict[str, Any]]] = {}
-    rows = [row for row, _ in fresh]
-    for use in ConfirmationUse.objects.filter(instruction__in=rows, scope=scope, subject__in=subjects):
-        used_for.setdefault(use.instruction_id, []).append({"subject": use.subject, "version": use.version})
-    for row, (start, end) in fresh:
-        if row.id not in used_for:
-            return Confirmation(row, row.text[start:end], start, end, scope, tuple(bindings))
-    uses = [{"instruction": row.id, "used_for": used_for[row.id]} for row, _ in fresh]
     raise Refusal(
-        "confirmation_reused",
-        "Every instruction matching this quote has already authorised a change of "
-        f"{', '.join(sorted({u['subject'] for r in uses for u in r['used_for']}))}: one instruction "
-        "authorises a given key once. Ask the person again; nothing was written.",
-        uses=uses,
+        "confirmation_not_found",
+        "No instruction the person recorded holds these words (compared ignoring case, spacing and "
+        f"punctuation). Copy the person's whole sentences exactly; nothing was written. {ASK_INSTEAD}",
+        rule="persons_words",
     )
 
 
 def record_confirmation_use(confirmation: Confirmation, *, version: int) -> None:
-    """Spend the instruction on each bound subject (inside the write's transaction). A concurrent
-    writer that spent it first makes this a `confirmation_reused` refusal."""
-    try:
-        with transaction.atomic():
-            ConfirmationUse.objects.bulk_create(
-                [
-                    ConfirmationUse(
-                        instruction=confirmation.instruction,
-                        scope=confirmation.scope,
-                        subject=b.subject,
-                        version=version,
-                        span=confirmation.span,
-                    )
-                    for b in confirmation.bindings
-                ]
+    """Spend each authorising sentence (inside the write's transaction). The unique (instruction,
+    sentence) key decides a race: a concurrent writer that spent a sentence first makes this a
+    `confirmation_reused` refusal, and the dispatcher rolls the write back."""
+    for use in confirmation.uses:
+        row = ConfirmationUse(
+            instruction=confirmation.instruction,
+            sentence=use.sentence.index,
+            scope=confirmation.scope,
+            subject=use.claim.subject[:250],
+            version=version,
+            span=use.sentence.text,
+        )
+        if not insert_unless_conflict(row, "instruction", "sentence"):
+            raise Refusal(
+                "confirmation_reused",
+                f"The sentence {_said(use.sentence)} of instruction #{confirmation.instruction.id} was just "
+                "used by another write: one sentence authorises one change, once. Nothing was written.",
+                rule="once",
+                instruction=confirmation.instruction.id,
             )
-    except IntegrityError as exc:
-        raise Refusal(
-            "confirmation_reused",
-            f"Instruction #{confirmation.instruction.id} was just used for the same key by another "
-            "write: one instruction authorises a given key once. Nothing was written.",
-            uses=[{"instruction": confirmation.instruction.id}],
-        ) from exc

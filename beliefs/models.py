@@ -136,11 +136,15 @@ class WorldModelChange(ChangeRecord):
 
 
 class ConfirmationUse(AppendOnlyModel):
-    """One instruction authorises a given key once: the row that makes it so (a UNIQUE constraint,
-    so two concurrent writers cannot both spend the same instruction on the same key). `scope`
-    names the model (`world_model`, `goal_model`), `subject` the key within it."""
+    """One sentence of the person's authorises one change, once: the row that makes it so (UNIQUE
+    on instruction and sentence, so two concurrent writers cannot both spend the same sentence).
+    `sentence` is the sentence's position in the instruction (`beliefs.wording.split_sentences`);
+    `scope` names the model (`world_model`, `goal_model`), `subject` what the sentence authorised."""
 
     instruction = models.ForeignKey(Instruction, on_delete=models.PROTECT, related_name="uses")
+    sentence = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The sentence's position in the instruction (0: the first)."
+    )
     scope = models.CharField(max_length=32)
     subject = models.CharField(max_length=250)
     version = models.PositiveBigIntegerField(help_text="The version of `scope` it authorised.")
@@ -151,9 +155,12 @@ class ConfirmationUse(AppendOnlyModel):
         ordering = ["-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["instruction", "scope", "subject"], name="confirmation_once_per_subject"
+                fields=["instruction", "sentence"], name="confirmation_once_per_sentence"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"instruction #{self.instruction_id} → {self.scope}:{self.subject} (v{self.version})"
+        return (
+            f"instruction #{self.instruction_id} sentence {self.sentence} → {self.scope}:{self.subject} "
+            f"(v{self.version})"
+        )

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from beliefs.evidence import Binding, Confirmation, check_confirmation, record_confirmation_use
+from beliefs.evidence import Claim, Confirmation, check_confirmation, record_confirmation_use
 from beliefs.models import (
     BELIEF_KINDS,
     HIGH_STAKES_KINDS,
@@ -28,6 +28,7 @@ from beliefs.models import (
     WorldModelVersion,
     stakes_of,
 )
+from beliefs.wording import key_words
 from operator_site.compiled_sql import create_row, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
@@ -185,6 +186,8 @@ class ChangeSpec:
     key: str
     value: str | None = None
     confidence: float | None = None
+    # The key as the caller wrote it (before case folding): its camelCase still splits into words.
+    said_key: str = ""
 
     @property
     def entity(self) -> str:
@@ -207,6 +210,15 @@ def _clean(change: Mapping[str, Any] | ChangeSpec) -> ChangeSpec:
         )
     if not key or len(key) > MAX_KEY_CHARS:
         raise Refusal("invalid_key", f"A belief key must be 1 to {MAX_KEY_CHARS} characters.")
+    said_key = " ".join(str(raw.get("said_key") or raw.get("key") or "").split())
+    if kind in HIGH_STAKES_KINDS and not key_words(said_key):
+        raise Refusal(
+            "invalid_key",
+            f"{kind}/{key}: a high-stakes key needs a word that says what it is (3 letters or more, not a "
+            "common word like 'the' or 'my'), so that the person's words can name it. Nothing was written.",
+            kind=kind,
+            key=key,
+        )
     if value is not None and len(value) > MAX_VALUE_CHARS:
         raise Refusal("invalid_change", f"{kind}/{key}: a value is at most {MAX_VALUE_CHARS} characters.")
     if confidence is not None and not 0 <= confidence <= 1:
@@ -219,7 +231,7 @@ def _clean(change: Mapping[str, Any] | ChangeSpec) -> ChangeSpec:
         raise Refusal("value_required", f"{kind}/{key}: a value cannot be blank (retire the belief instead).")
     if op == "retire" and (value is not None or confidence is not None):
         raise Refusal("invalid_change", f"Retiring {kind}/{key} takes no value or confidence.")
-    return ChangeSpec(op, kind, key, value.strip() if value is not None else None, confidence)
+    return ChangeSpec(op, kind, key, value.strip() if value is not None else None, confidence, said_key)
 
 
 def _candidates(kind: str, key: str) -> list[str]:
@@ -270,12 +282,13 @@ def _planned_image(spec: ChangeSpec, before: Image | None, principal: Principal,
     }
 
 
-def _binding(spec: ChangeSpec, before: Image | None) -> Binding:
-    if spec.op == "retire" or spec.value is None:
-        values = (before["value"],) if before else ()
-    else:
-        values = (spec.value,)
-    return Binding(subject=spec.entity, key=spec.key, values=values)
+def _claim(spec: ChangeSpec, after: Image) -> Claim:
+    """What the person's words must say for this change: the key and, for an add or update, the
+    value the belief will hold (an update of the confidence alone still names the value)."""
+    target = spec.said_key or spec.key
+    if spec.op == "retire":
+        return Claim(subject=spec.entity, operation="retire", target=target)
+    return Claim(subject=spec.entity, operation=spec.op, target=target, value=after["value"])
 
 
 def update_world_model(
@@ -329,11 +342,14 @@ def update_world_model(
                 confirmed=confirmed,
                 quote=quote,
                 scope=SCOPE,
-                bindings=[_binding(spec, before) for spec, before, _ in high],
+                claims=[_claim(spec, after) for spec, _, after in high],
                 now=now,
             )
-            for _, _, after in high:
-                after["evidence"] = {"instruction": confirmation.instruction.id, "span": confirmation.span}
+            for spec, _, after in high:
+                after["evidence"] = {
+                    "instruction": confirmation.instruction.id,
+                    "span": confirmation.sentence_for(spec.entity),
+                }
 
         images = {spec.entity: after for spec, _, after in planned}
         committed = WORLD_MODEL.commit(

@@ -45,7 +45,7 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from beliefs.evidence import Binding, Confirmation, check_confirmation, record_confirmation_use
+from beliefs.evidence import Claim, Confirmation, check_confirmation, record_confirmation_use
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
 from operator_site.compiled_sql import frozen_rows
 from operator_site.face.envelope import Refusal
@@ -769,20 +769,45 @@ def _images(base: State, planned: Planned, principal: Principal, number: int) ->
     return images
 
 
-def _bindings(planned: Planned) -> list[Binding]:
-    """One binding per high-stakes change that changes something: the quote must mention the item
-    (its title or name) or the new value; an add also spends the instruction on the title."""
+_CLAIMED = {"pause": "pause", "resume": "resume", "mark_under_review": "review", "remove": "remove"}
+
+
+def _claims(planned: Planned) -> list[Claim]:
+    """What the person's words must say for each high-stakes change that changes something: the
+    item's title (or name) and, for an add or update, its new title and detail; a pause, resume,
+    review or removal its cue word; a re-rank or move its cue word (and the position, if the words
+    name one)."""
     out = []
     for effect in planned.effects:
-        kind = effect.op.kind
+        kind, op = effect.op.kind, effect.op.op
         if not kind.high_stakes or not effect.changed:
             continue
+        subject = entity_of(kind, effect.item_id)
         label_now = effect.after[kind.label]
-        key = effect.before[kind.label] if effect.before else label_now
-        out.append(Binding(subject=entity_of(kind, effect.item_id), key=key, values=(label_now,)))
-        if effect.before is None:
-            title_subject = f"{kind.name}-title/{normalise_label(label_now)}"[:250]
-            out.append(Binding(subject=title_subject, key=label_now, values=(label_now,)))
+        target = effect.before[kind.label] if effect.before else label_now
+        if op in ("add", "update"):
+            said = [
+                effect.after[f]
+                for f in (kind.label, "detail")
+                if effect.after.get(f) and (effect.before is None or effect.before.get(f) != effect.after[f])
+            ]
+            out.append(Claim(subject=subject, operation=op, target=target, value=" ".join(said) or None))
+        elif op in ("rerank", "move"):
+            order_before, order_after = effect.order_before or [], effect.order_after or []
+            out.append(
+                Claim(
+                    subject=subject,
+                    operation="rank",
+                    target=target,
+                    rank=order_after.index(effect.item_id) + 1 if effect.item_id in order_after else None,
+                    rank_from=order_before.index(effect.item_id) + 1
+                    if effect.item_id in order_before
+                    else None,
+                    ranked=len(order_after),
+                )
+            )
+        else:
+            out.append(Claim(subject=subject, operation=_CLAIMED[op], target=target))
     return out
 
 
@@ -826,15 +851,16 @@ def _write(
         images = _images(base, planned, principal, draft.number)
         high = any(is_high_stakes(entity) for entity in images)
         confirmation: Confirmation | None = None
-        bindings = _bindings(planned)
         if high:
             confirmation = check_confirmation(
-                confirmed=confirmed, quote=quote, scope=SCOPE, bindings=bindings, now=now
+                confirmed=confirmed, quote=quote, scope=SCOPE, claims=_claims(planned), now=now
             )
-            span = {"instruction": confirmation.instruction.id, "span": confirmation.span}
             for entity, image in images.items():
                 if image is not None and entity not in ORDERED and is_high_stakes(entity):
-                    image["evidence"] = dict(span)
+                    image["evidence"] = {
+                        "instruction": confirmation.instruction.id,
+                        "span": confirmation.sentence_for(entity),
+                    }
         committed = GOAL_MODEL.commit(
             draft,
             principal=principal,

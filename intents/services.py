@@ -198,8 +198,16 @@ TOOL_TRANSITIONS: dict[str, frozenset[str]] = {
 TOOL_TARGETS = frozenset().union(*TOOL_TRANSITIONS.values())
 HUMAN_ONLY_STATUSES = frozenset({"approved", "rejected"})
 APPROVAL_IS_HUMAN = (
-    "Approval is a human act: only the person approves or rejects an intent, in the admin approval queue "
-    "or through the human API. No tool can do it."
+    "Approval is a human act: only the person approves, in the admin approval queue or through the "
+    "human API. No tool can approve."
+)
+# Rejecting is not this tool's move: it is a decision (`operator_update_decision` may reject the
+# intent's open question, which rejects the intent), and a caller withdrawing its own request
+# cancels it.
+NOT_A_LIFECYCLE_REJECT = (
+    "operator_update_action_intent does not reject: to decline an intent awaiting approval, set its "
+    "open decision to rejected with operator_update_decision (the intent is rejected with it); to "
+    "withdraw your own request, move the intent to cancelled."
 )
 
 # What `operator_update_decision` may set, from where.
@@ -541,6 +549,8 @@ def transition_intent(
     written with the move: the lease, the result) and `data` (kept on the history row).
     """
     now = now or timezone.now()
+    if to == "rejected":
+        raise Refusal("use_the_decision_tool", NOT_A_LIFECYCLE_REJECT)
     if to in HUMAN_ONLY_STATUSES:
         raise Refusal("approval_is_human", APPROVAL_IS_HUMAN)
     if to not in TOOL_TARGETS:

@@ -200,7 +200,7 @@ class UpdateActionIntentArgs(ToolArgs):
         min_length=1,
         max_length=32,
         description="The new status: cancelled, executing, executed, failed or expired. Never approved "
-        "or rejected (the person decides those).",
+        "(the person approves); to reject an intent awaiting approval, use operator_update_decision.",
     )
     note: str | None = Field(None, max_length=2000, description="Why, for the intent's history.")
     actor: Any = ACTOR_FIELD
@@ -219,8 +219,9 @@ class UpdateActionIntentArgs(ToolArgs):
 )
 def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[str, Any]:
     """Lifecycle transitions only: pending_approval → cancelled | expired; approved or queued →
-    executing | cancelled; executing → executed | failed. Never to approved or rejected (approval is
-    a human act), never out of a terminal status (executed, failed, rejected, cancelled, expired,
+    executing | cancelled; executing → executed | failed. Never to approved (approval is a human
+    act) or rejected (that is operator_update_decision's move on the intent's open decision), never
+    out of a terminal status (executed, failed, rejected, cancelled, expired,
     blocked). An intent the operator's executor is carrying out (it holds a lease) is finished by
     the executor only (`claimed_by_executor`). If another call moved the intent first, nothing
     changes and the answer says so."""

@@ -401,17 +401,14 @@ class Lineage:
         spans = self._restores() if restores is None else restores
         return any(start < version.number < end for start, end in spans)
 
-    def last_unreverted(self, principal: Principal, scan: int = 500) -> VersionRecord | None:
-        """The principal's own most recent `change` version that has not been reverted."""
+    def last_unreverted(self, principal: Principal | None, scan: int = 500) -> VersionRecord | None:
+        """The most recent `change` version that has not been reverted: the principal's own, or
+        anyone's when `principal` is None."""
         restores = self._restores()
-        own = (
-            self.version_model.objects.filter(
-                principal=principal, operation=Operation.CHANGE, reverted_by__isnull=True
-            )
-            .select_related("principal")
-            .order_by("-number")[:scan]
-        )
-        for version in own:
+        changes = self.version_model.objects.filter(operation=Operation.CHANGE, reverted_by__isnull=True)
+        if principal is not None:
+            changes = changes.filter(principal=principal)
+        for version in changes.select_related("principal").order_by("-number")[:scan]:
             if not any(start < version.number < end for start, end in restores):
                 return version
         return None
@@ -732,7 +729,7 @@ class Reverter:
             draft = self.lineage.begin(expected_version)
             with self.lineage.stable(draft):
                 plan = self.lineage.plan_undo(self.lineage.get(number))
-                self.refuse_others(plan, principal)
+                self.check_powers(plan, principal)
                 return self._commit(draft, plan, principal)
 
     def restore(
@@ -743,34 +740,40 @@ class Reverter:
             draft = self.lineage.begin(expected_version)
             with self.lineage.stable(draft):
                 plan = self.lineage.plan_restore(number)
-                self.refuse_others(plan, principal)
+                self.check_powers(plan, principal)
                 return self._commit(draft, plan, principal)
 
     def revert(
         self, *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
     ) -> dict[str, Any]:
-        """A revert tool: without `to_version`, undo the caller's own most recent change that has not
-        been reverted; with it, `restore` that version."""
+        """A revert tool: without `to_version`, undo the last change that has not been reverted —
+        anyone's for the person (a human principal), the caller's own for an agent; with it,
+        `restore` that version."""
         with self._atomic():
             if to_version is not None:
                 return self.restore(number=to_version, principal=principal, expected_version=expected_version)
             draft = self.lineage.begin(expected_version)
             with self.lineage.stable(draft):
-                target = self.lineage.last_unreverted(principal)
+                target = self.lineage.last_unreverted(None if principal.is_human else principal)
                 if target is None:
+                    label = self.lineage.label.replace(" ", "-")
                     raise Refusal(
                         "nothing_to_revert",
-                        f"{principal.name} has no {self.lineage.label.replace(' ', '-')} change that is not "
-                        "already reverted. This undoes only your own changes; the person reverts anything "
-                        "from the admin.",
+                        f"There is no {label} change that is not already reverted."
+                        if principal.is_human
+                        else f"{principal.name} has no {label} change that is not already reverted. An "
+                        "agent undoes only its own changes; the person reverts anything.",
                         current_version=draft.base,
                     )
                 plan = self.lineage.plan_undo(target)
+                self.check_powers(plan, principal)
                 return self._commit(draft, plan, principal)
 
-    @staticmethod
-    def refuse_others(plan: Plan, principal: Principal) -> None:
-        """An agent may only undo its own changes; the person may undo anyone's."""
+    def check_powers(self, plan: Plan, principal: Principal) -> None:
+        """What an agent may not revert (the person may revert anything): anyone else's change
+        (`revert_not_own`), and an undo or restore that puts back a high-stakes change that was
+        itself undone (`reapply_needs_evidence`: that is a new high-stakes write, which needs the
+        person's fresh words like any other)."""
         if principal.is_human:
             return
         others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
@@ -778,9 +781,31 @@ class Reverter:
             raise Refusal(
                 "revert_not_own",
                 f"That would undo version(s) {', '.join(map(str, others))}, written by someone else. An "
-                "agent can only undo its own changes; the person can revert anything from the admin. "
-                "Nothing was written.",
+                "agent can only undo its own changes; the person can revert anything. Nothing was written.",
                 versions=others,
+            )
+        high = [c.entity for c in plan.changes if self.is_high(c.entity)]
+        if not high or not plan.undoes:
+            return
+        lineage = self.lineage
+        reverts = lineage.version_model.objects.filter(number__in=plan.undoes).exclude(
+            operation=Operation.CHANGE
+        )
+        replayed = sorted(
+            set(
+                lineage.change_model.objects.filter(version__in=reverts, entity__in=high).values_list(
+                    "entity", flat=True
+                )
+            )
+        )
+        if replayed:
+            raise Refusal(
+                "reapply_needs_evidence",
+                f"That would put back high-stakes change(s) to {', '.join(replayed)} that were undone. "
+                "Re-applying an undone high-stakes change is a new high-stakes write: make it again with "
+                "the person's fresh words (confirmedInConversation and confirmationQuote), or propose it "
+                "with operator_record_action_intent for them to approve. Nothing was written.",
+                entities=replayed,
             )
 
     def _atomic(self) -> AbstractContextManager[Any]:

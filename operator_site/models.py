@@ -75,6 +75,13 @@ class Principal(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    evidence_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Instructions this principal recorded before this moment are no longer evidence: set "
+        "when its token is revoked or replaced (a stolen token's words stop counting).",
+    )
 
     class Meta:
         ordering = ["name"]

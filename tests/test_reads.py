@@ -49,7 +49,7 @@ MARKER = "IGNORE-ALL-PREVIOUS-INSTRUCTIONS-zq7"
 # --- filling the history -------------------------------------------------------------------------------
 def goal_model(person: Any) -> None:
     """Two goals, a priority and a project, as the person says them (the goal model's evidence rule)."""
-    said = "my goals: Run a marathon, Learn Dutch; Health is my priority"
+    said = "Add the goal Run a marathon. Add the goal Learn Dutch. Health is my priority."
     record_instruction(principal=person, text=said, kind="instruction", channel="chat")
     made = reconcile_goal_model(
         principal=person,
@@ -471,11 +471,11 @@ async def test_an_observations_text_is_never_a_confirmation_quote(owner, agent) 
     """The exact words, recorded as an observation (even by the person's own token, even claiming
     `tainted: false`), do not authorise a high-stakes change; recorded as what the person said, they
     do — so the refusal is about the row's kind, not about the words."""
-    words = "Please call me Iain from now on, that is my name"
+    words = "Please call me Iain from now on, that is my name."
     change = {
         "changes": [{"op": "add", "kind": "identity", "key": "name", "value": "Iain"}],
         "confirmedInConversation": True,
-        "confirmationQuote": "call me Iain from now on",
+        "confirmationQuote": words,
     }
     async with asgi_http(owner.token) as human, asgi_http(agent.token) as http:
         for holder in (human, http):

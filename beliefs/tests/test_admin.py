@@ -23,24 +23,24 @@ UPDATE = "operator_update_world_model"
 @pytest.fixture
 def history(agent, owner, say, tool):
     """v1 the person's name (high stakes), v2 the agent renames it (high stakes, notified), v3 a note."""
-    say("my name is Ian, that is all")
+    say("My name is Ian, that is all.")
     tool(
         owner.principal,
         UPDATE,
         {
             "changes": [add("identity", "name", "Ian")],
             "confirmedInConversation": True,
-            "confirmationQuote": "my name is Ian",
+            "confirmationQuote": "My name is Ian, that is all.",
         },
     )
-    say("please use Iain <b>bold</b> from now on")
+    say("Please use the name Iain <b>bold</b> from now on.")
     made = tool(
         agent.principal,
         UPDATE,
         {
             "changes": [update("identity", "name", "Iain <b>bold</b>")],
             "confirmedInConversation": True,
-            "confirmationQuote": "use Iain <b>bold</b> from now on",
+            "confirmationQuote": "Please use the name Iain <b>bold</b> from now on.",
         },
     )
     assert made["ok"] is True, made
@@ -100,7 +100,7 @@ def test_belief_and_version_pages_show_readable_diffs(logged_in, history) -> Non
     assert version.status_code == 200
     assert undo_url(2).encode() in version.content and restore_url(2).encode() in version.content
     assert b"<del>Ian</del>" in version.content
-    assert b"use Iain &lt;b&gt;bold&lt;/b&gt; from now on" in version.content
+    assert b"use the name Iain &lt;b&gt;bold&lt;/b&gt; from now on" in version.content
     assert logged_in.get(reverse("admin:beliefs_worldmodelversion_changelist")).status_code == 200
 
 
@@ -191,7 +191,7 @@ def test_a_person_adds_an_instruction_from_the_admin_and_it_is_evidence(
 ) -> None:
     response = logged_in.post(
         reverse("admin:beliefs_instruction_add"),
-        {"text": "I am vegetarian these days, remember that", "kind": "instruction", "channel": ""},
+        {"text": "My diet is vegetarian these days, remember that.", "kind": "instruction", "channel": ""},
     )
     assert response.status_code == 302, response.content[:2000]
     row = Instruction.objects.get()
@@ -202,7 +202,7 @@ def test_a_person_adds_an_instruction_from_the_admin_and_it_is_evidence(
         {
             "changes": [add("behavior_policy", "diet", "vegetarian")],
             "confirmedInConversation": True,
-            "confirmationQuote": "I am vegetarian these days",
+            "confirmationQuote": "My diet is vegetarian these days, remember that.",
         },
     )
     assert made["ok"] is True
@@ -241,24 +241,24 @@ def test_the_one_tap_link_undoes_the_reported_version_once(client, owner, histor
 def test_a_link_that_would_discard_later_changes_is_refused_and_stays_usable(
     client, owner, agent, say, tool
 ) -> None:
-    say("my name is Ian, that is all")
+    say("My name is Ian, that is all.")
     first = tool(
         agent.principal,
         UPDATE,
         {
             "changes": [add("identity", "name", "Ian")],
             "confirmedInConversation": True,
-            "confirmationQuote": "my name is Ian",
+            "confirmationQuote": "My name is Ian, that is all.",
         },
     )
-    say("no, it is Iain now, really")
+    say("Really, my name is Iain now.")
     tool(
         owner.principal,
         UPDATE,
         {
             "changes": [update("identity", "name", "Iain")],
             "confirmedInConversation": True,
-            "confirmationQuote": "it is Iain now",
+            "confirmationQuote": "Really, my name is Iain now.",
         },
     )
     notice = Notification.objects.get(id=first["notification"])

@@ -37,14 +37,14 @@ def batch(make_principal):
 @pytest.fixture
 def x_at_v1(owner, say, tool):
     """v1: the person sets identity/name = Ian, with evidence (so the pre-image has an evidence link)."""
-    say("for the record my name is Ian")
+    say("For the record my name is Ian.")
     made = tool(
         owner.principal,
         UPDATE,
         {
             "changes": [add("identity", "name", "Ian", confidence=0.9)],
             "confirmedInConversation": True,
-            "confirmationQuote": "my name is Ian",
+            "confirmationQuote": "For the record my name is Ian.",
         },
     )
     assert made["version"] == 1
@@ -55,14 +55,14 @@ def test_undo_restores_the_exact_pre_image_even_after_an_interleaving_bump(
     x_at_v1, agent, batch, say, tool
 ) -> None:
     # A: the agent changes x (v1 → v2).
-    say("actually it is Iain with two i's")
+    say("Actually my name is Iain with two i's.")
     a = tool(
         agent.principal,
         UPDATE,
         {
             "changes": [update("identity", "name", "Iain", confidence=0.6)],
             "confirmedInConversation": True,
-            "confirmationQuote": "actually it is Iain",
+            "confirmationQuote": "Actually my name is Iain with two i's.",
             "expected_version": 1,
         },
     )
@@ -104,14 +104,14 @@ def test_undo_refuses_when_a_later_version_changed_the_same_belief(x_at_v1, agen
             "confirmationQuote": "my name is Iain now",
         },
     )
-    say("no wait, my name is Iain Mac later on")
+    say("Wait, my name is Iain Mac later on.")
     b = tool(
         owner.principal,
         UPDATE,
         {
             "changes": [update("identity", "name", "Iain Mac")],
             "confirmedInConversation": True,
-            "confirmationQuote": "my name is Iain Mac",
+            "confirmationQuote": "Wait, my name is Iain Mac later on.",
         },
     )
     assert (a["version"], b["version"]) == (2, 3)
@@ -292,3 +292,99 @@ def test_versions_and_changes_are_append_only(agent, tool) -> None:
         WorldModelVersion.objects.update(summary="x")
     with pytest.raises(AppendOnlyError):
         WorldModelChange.objects.all().delete()
+
+
+# --- who undoes what: the person undoes the last change anyone made, an agent only its own ---------
+def test_the_persons_undo_undoes_the_last_change_whoever_made_it(
+    x_at_v1, owner, agent, batch, say, tool
+) -> None:
+    tool(agent.principal, UPDATE, {"changes": [add("note", "gym", "tuesdays")]})  # v2, the agent's
+    tool(batch.principal, UPDATE, {"changes": [add("note", "parking", "level 2")]})  # v3, the batch's
+    first = tool(owner.principal, REVERT, {})
+    assert (first["ok"], first["reverted_version"]) == (True, 3)
+    assert not Belief.objects.filter(key="parking").exists()
+    second = tool(owner.principal, REVERT, {})
+    assert second["reverted_version"] == 2
+    assert not Belief.objects.filter(key="gym").exists()
+    third = tool(owner.principal, REVERT, {})  # then the person's own first change
+    assert third["reverted_version"] == 1
+    assert Belief.objects.count() == 0
+    refused = tool(owner.principal, REVERT, {})
+    assert refused["error"] == "nothing_to_revert"
+    assert "agent" not in refused["reason"]
+
+
+def test_the_persons_undo_of_an_agents_high_stakes_change_is_loud(x_at_v1, owner, agent, say, tool) -> None:
+    say("Actually my name is Iain with two i's.")
+    changed = tool(
+        agent.principal,
+        UPDATE,
+        {
+            "changes": [update("identity", "name", "Iain")],
+            "confirmedInConversation": True,
+            "confirmationQuote": "Actually my name is Iain with two i's.",
+        },
+    )
+    assert changed["ok"] is True, changed
+    undone = tool(owner.principal, REVERT, {})
+    assert (undone["ok"], undone["reverted_version"], undone["high_stakes"]) == (True, 2, True)
+    assert belief("identity", "name").value == "Ian"
+    assert Notification.objects.get(id=undone["notification"]).safety is True
+
+
+def test_an_agents_undo_never_reaches_across_anyone_elses_change(x_at_v1, owner, agent, batch, tool) -> None:
+    tool(agent.principal, UPDATE, {"changes": [add("note", "gym", "tuesdays")]})  # v2
+    tool(batch.principal, UPDATE, {"changes": [update("note", "gym", "fridays")]})  # v3 on the same belief
+    before = images()
+    refused = tool(agent.principal, REVERT, {})
+    assert (refused["error"], refused["versions"]) == ("revert_conflict", [3])
+    assert images() == before
+    # Its undo skips the others' later changes of other beliefs and undoes only its own.
+    tool(agent.principal, UPDATE, {"changes": [add("note", "tea", "green")]})  # v4
+    tool(batch.principal, UPDATE, {"changes": [add("note", "coffee", "black")]})  # v5
+    undone = tool(agent.principal, REVERT, {})
+    assert undone["reverted_version"] == 4
+    assert belief("note", "coffee").value == "black"
+
+
+def _agent_sets_name(tool, agent, say, value: str, sentence: str) -> dict:
+    say(sentence)
+    return tool(
+        agent.principal,
+        UPDATE,
+        {
+            "changes": [update("identity", "name", value)],
+            "confirmedInConversation": True,
+            "confirmationQuote": sentence,
+        },
+    )
+
+
+def test_undo_then_restore_by_an_agent_needs_fresh_evidence(x_at_v1, owner, agent, say, tool) -> None:
+    changed = _agent_sets_name(tool, agent, say, "Iain", "My name is Iain from today.")
+    assert changed["version"] == 2
+    assert tool(agent.principal, REVERT, {})["reverted_version"] == 2  # v3: back to Ian
+    before = (images(), WorldModelVersion.objects.count(), Notification.objects.count())
+    replay = tool(agent.principal, REVERT, {"to_version": 2})  # would undo v3: Iain again
+    assert replay["error"] == "reapply_needs_evidence", replay
+    assert replay["entities"] == ["identity/name"]
+    assert (images(), WorldModelVersion.objects.count(), Notification.objects.count()) == before
+    # With fresh words, as a new write, it is fine.
+    again = _agent_sets_name(tool, agent, say, "Iain", "Yes, my name is Iain, put it back.")
+    assert again["ok"] is True, again
+    assert belief("identity", "name").value == "Iain"
+
+
+def test_the_person_may_restore_an_undone_high_stakes_change_freely(x_at_v1, owner, agent, say, tool) -> None:
+    _agent_sets_name(tool, agent, say, "Iain", "My name is Iain from today.")  # v2
+    tool(agent.principal, REVERT, {})  # v3
+    restored = tool(owner.principal, REVERT, {"to_version": 2})
+    assert restored["ok"] is True, restored
+    assert belief("identity", "name").value == "Iain"
+
+
+def test_an_agent_may_replay_its_own_low_stakes_undo(agent, tool) -> None:
+    tool(agent.principal, UPDATE, {"changes": [add("note", "a", "one")]})  # v1
+    tool(agent.principal, REVERT, {})  # v2
+    assert tool(agent.principal, REVERT, {"to_version": 1})["ok"] is True
+    assert belief("note", "a").value == "one"

@@ -29,7 +29,7 @@ async def test_human_says_it_agent_writes_it_person_is_told(owner, agent, mode) 
         said = tool_json(
             await person.call_tool(
                 "operator_record_instruction",
-                {"text": "Please call me Iain from now on, not Ian.", "channel": "chat", "actor": "scout"},
+                {"text": "Please note my name is Iain from now on.", "channel": "chat", "actor": "scout"},
             )
         )
     assert said["instruction"]["human_authored"] is True
@@ -77,7 +77,7 @@ async def test_human_says_it_agent_writes_it_person_is_told(owner, agent, mode) 
                 {
                     "changes": [{"op": "add", "kind": "identity", "key": "name", "value": "Iain"}],
                     "confirmedInConversation": True,
-                    "confirmationQuote": "call me Iain from now on",
+                    "confirmationQuote": "Please note my name is Iain from now on.",
                     "expected_version": model["version"],
                 },
             )
@@ -86,7 +86,7 @@ async def test_human_says_it_agent_writes_it_person_is_told(owner, agent, mode) 
         assert made["version"] == 1
         assert made["evidence"] == {
             "instruction": said["instruction"]["id"],
-            "span": "call me Iain from now on",
+            "span": "Please note my name is Iain from now on.",
         }
         assert made["notification"] is not None
 

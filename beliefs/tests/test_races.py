@@ -127,7 +127,7 @@ def test_eight_writers_fifty_successful_increments_each_with_retries(make_princi
 
 
 def test_one_instruction_cannot_authorise_the_same_key_twice_under_a_race(owner, make_principal) -> None:
-    services.record_instruction(principal=owner.principal, text="please call me Iain from now on")
+    services.record_instruction(principal=owner.principal, text="My name is Iain from now on.")
     writers = [make_principal(f"writer-{i}").principal for i in range(WRITERS)]
     barrier = threading.Barrier(WRITERS)
     answers: list[dict[str, Any]] = []
@@ -141,7 +141,7 @@ def test_one_instruction_cannot_authorise_the_same_key_twice_under_a_race(owner,
                 {
                     "changes": [{"op": "add", "kind": "identity", "key": "name", "value": f"Iain {i}"}],
                     "confirmedInConversation": True,
-                    "confirmationQuote": "call me Iain from now on",
+                    "confirmationQuote": "My name is Iain from now on.",
                 },
             )
         )

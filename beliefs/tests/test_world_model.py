@@ -150,14 +150,14 @@ def test_retire_then_add_again_reactivates_the_key(agent, tool) -> None:
 
 # --- notices --------------------------------------------------------------------------------------------
 def _high_stakes_write(tool, agent, say, key="name", value="Iain") -> dict:
-    say(f"from today my {key} is {value}, please update it")
+    say(f"From today my {key} is {value}, please update it.")
     return tool(
         agent.principal,
         UPDATE,
         {
             "changes": [add("identity", key, value)],
             "confirmedInConversation": True,
-            "confirmationQuote": f"my {key} is {value}",
+            "confirmationQuote": f"From today my {key} is {value}, please update it.",
         },
     )
 
@@ -205,7 +205,7 @@ def test_the_snapshot_shows_evidence_source_version_and_pending_notices(agent, o
         "stakes": "high",
         "source": {"principal": "scout", "kind": "agent"},
         "version": 1,
-        "evidence": {"instruction": instruction.id, "span": "my name is Iain"},
+        "evidence": {"instruction": instruction.id, "span": "From today my name is Iain, please update it."},
     }
     assert snapshot["beliefs"]["preference"][0]["evidence"] is None
     assert set(snapshot["beliefs"]) == {

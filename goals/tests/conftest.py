@@ -49,7 +49,9 @@ def goal_change(owner: Any, say: Callable[..., Instruction]) -> Callable[..., di
         name = about or arguments.get("title") or arguments.get("goal")
         if isinstance(name, int):
             name = Goal.objects.get(pk=name).title
-        text = f"yes please {action.replace('_', ' ')} the goal {name} now (note {next(notes)})"
+        detail = arguments.get("detail")
+        about_detail = f" ({detail})" if detail else ""
+        text = f"Yes please {action.replace('_', ' ')} the goal {name}{about_detail} now, note {next(notes)}."
         say(text)
         return run_tool(
             principal,

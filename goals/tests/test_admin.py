@@ -24,7 +24,7 @@ def history(owner, agent, add_goal, goal_change, tool):
     v4 the agent adds a project for the marathon."""
     add_goal("Run a marathon")
     add_goal("Write <b>a novel</b>")
-    paused = goal_change(agent, action="pause", goal="write <b>a novel</b>", about="novel")
+    paused = goal_change(agent, action="pause", goal="write <b>a novel</b>")
     assert paused["ok"] is True, paused
     made = tool(
         agent.principal,

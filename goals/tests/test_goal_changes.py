@@ -247,25 +247,26 @@ def test_confirmation_unbound_when_the_quote_names_another_goal(agent, tool, say
             "action": "pause",
             "goal": "Learn Italian",
             "confirmedInConversation": True,
-            "confirmationQuote": "please pause the marathon training",
+            "confirmationQuote": "please pause the marathon training for now",
         },
     )
-    assert (refused["error"], refused["unbound"]) == ("confirmation_unbound", [f"goal/{three['italian']}"])
+    assert (refused["error"], refused["subject"]) == ("confirmation_unbound", f"goal/{three['italian']}")
+    assert refused["missing"]["target"] == ["learn", "italian"]
     assert status(three["italian"]) == "active"
 
 
 def test_confirmation_reused_one_instruction_changes_a_goal_once(agent, tool, say, three) -> None:
-    say("put Italian on hold, then we will see")
+    say("Put the Learn Italian goal on hold and resume it in May.")
     arguments = {
         "goal": "Learn Italian",
         "confirmedInConversation": True,
-        "confirmationQuote": "put Italian on hold",
+        "confirmationQuote": "Put the Learn Italian goal on hold and resume it in May.",
     }
     made = tool(agent.principal, APPLY, {"action": "pause", **arguments})
     assert made["ok"] is True, made
-    assert made["evidence"]["span"] == "put Italian on hold"
+    assert made["evidence"]["span"] == "Put the Learn Italian goal on hold and resume it in May."
     assert made["high_stakes"] is True
-    uses = ConfirmationUse.objects.filter(scope="goal_model", span="put Italian on hold")
+    uses = ConfirmationUse.objects.filter(scope="goal_model", instruction__text__startswith="Put the Learn")
     assert list(uses.values_list("subject", "version")) == [(f"goal/{three['italian']}", made["version"])]
     refused = tool(agent.principal, APPLY, {"action": "resume", **arguments})
     assert refused["error"] == "confirmation_reused"
@@ -273,12 +274,12 @@ def test_confirmation_reused_one_instruction_changes_a_goal_once(agent, tool, sa
 
 
 def test_an_add_spends_the_instruction_on_the_title_too(agent, tool, say, goal_change) -> None:
-    say("I want to add climbing Kilimanjaro to my goals")
+    say("I want to climb Kilimanjaro, add it to my goals.")
     arguments = {
         "action": "add",
         "title": "Climb Kilimanjaro",
         "confirmedInConversation": True,
-        "confirmationQuote": "add climbing Kilimanjaro to my goals",
+        "confirmationQuote": "I want to climb Kilimanjaro, add it to my goals.",
     }
     assert tool(agent.principal, APPLY, arguments)["ok"] is True
     assert tool(agent.principal, APPLY, arguments)["error"] == "confirmation_reused"
@@ -286,7 +287,7 @@ def test_an_add_spends_the_instruction_on_the_title_too(agent, tool, say, goal_c
 
 
 def test_evidence_and_the_notice_are_recorded_with_the_change(agent, tool, say, three) -> None:
-    said = say("honestly, the novel matters most to me this year")
+    said = say("Honestly, to write a novel is the most important thing to me this year.")
     made = tool(
         agent.principal,
         APPLY,
@@ -295,14 +296,16 @@ def test_evidence_and_the_notice_are_recorded_with_the_change(agent, tool, say, 
             "goal": "write a novel",
             "importance": 1,
             "confirmedInConversation": True,
-            "confirmationQuote": "the novel matters most",
+            "confirmationQuote": "Honestly, to write a novel is the most important thing to me this year.",
             "actor": "owner",
         },
     )
     assert made["ok"] is True, made
     version = GoalModelVersion.objects.get(number=made["version"])
     assert (version.actor, version.high_stakes, version.evidence_instruction_id) == ("scout", True, said.id)
-    assert version.evidence["span"] == "the novel matters most"
+    assert (
+        version.evidence["span"] == "Honestly, to write a novel is the most important thing to me this year."
+    )
     notice = Notification.objects.get(id=made["notification"])
     assert (notice.kind, notice.safety, notice.subject_kind, notice.subject_id) == (
         "goal_model_change",
@@ -312,4 +315,4 @@ def test_evidence_and_the_notice_are_recorded_with_the_change(agent, tool, say, 
     )
     assert "goal ranking" in notice.body
     assert "1. Write a novel" in notice.body
-    assert "the novel matters most" in notice.body
+    assert "to write a novel is the most important thing" in notice.body

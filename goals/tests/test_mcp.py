@@ -77,7 +77,7 @@ async def test_the_goal_model_through_the_mcp_client(owner, agent, mode) -> None
                         },
                     ],
                     "confirmedInConversation": True,
-                    "confirmationQuote": "run a half first, and read more books",
+                    "confirmationQuote": "Two more goals: run a half first, and read more books.",
                 },
             )
         )
@@ -97,7 +97,7 @@ async def test_the_goal_model_through_the_mcp_client(owner, agent, mode) -> None
                         },
                     ],
                     "confirmedInConversation": True,
-                    "confirmationQuote": "run a half first, and read more books",
+                    "confirmationQuote": "Two more goals: run a half first, and read more books.",
                     "expected_version": 1,
                 },
             )

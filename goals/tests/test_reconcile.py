@@ -48,8 +48,8 @@ def model(reconcile):
             change("priority", "add", name="Health"),
             change("project", "add", title="Couch to 5k", goal="Run"),
         ],
-        said="my goals: Run, Read more; Health is my priority",
-        quote="my goals: Run, Read more; Health is my priority",
+        said="Add the goal Run. Add the goal Read more. Health is my priority.",
+        quote="Add the goal Run. Add the goal Read more. Health is my priority.",
     )
     assert made["ok"] is True, made
     assert made["version"] == 1
@@ -139,7 +139,9 @@ def test_a_failure_at_commit_time_also_leaves_nothing(agent, reconcile, model) -
 
 
 def test_two_goals_titled_run_fail_closed_listing_every_resolution(reconcile, model) -> None:
-    reconcile([change("goal", "add", title="RUN")], said="add run as a goal again", quote="add run as a goal")
+    reconcile(
+        [change("goal", "add", title="RUN")], said="add run as a goal again", quote="add run as a goal again"
+    )
     goals = list(Goal.objects.filter(title__iexact="run").order_by("id").values_list("id", flat=True))
     before = everything()
     refused = reconcile(
@@ -222,15 +224,15 @@ def test_priorities_are_ordered_and_move(reconcile, model) -> None:
             change("priority", "add", name="Family", position=1),
             change("priority", "add", name="Craft"),
         ],
-        said="Family comes first, then health, then craft",
-        quote="Family comes first, then health, then craft",
+        said="Family comes first. Then craft.",
+        quote="Family comes first. Then craft.",
     )
     assert made["ok"] is True, made
     assert [p["name"] for p in goal_model.ordered_priorities()] == ["Family", "Health", "Craft"]
     reconcile(
         [change("priority", "move", "Craft", position=1), change("priority", "remove", "Family")],
-        said="craft first now, and drop family from the list",
-        quote="craft first now, and drop family from the list",
+        said="Craft first now. Drop family from the list.",
+        quote="Craft first now. Drop family from the list.",
     )
     assert [(p["name"], p["position"]) for p in goal_model.ordered_priorities()] == [
         ("Craft", 1),
@@ -262,7 +264,11 @@ def test_malformed_changes_are_refused_naming_the_change(agent, reconcile, model
 
 
 def test_a_project_cannot_link_to_a_removed_goal(reconcile, model) -> None:
-    reconcile([change("goal", "remove", "Read more")], said="drop read more entirely", quote="drop read more")
+    reconcile(
+        [change("goal", "remove", "Read more")],
+        said="drop read more entirely",
+        quote="drop read more entirely",
+    )
     refused = reconcile([change("project", "add", title="Book club", goal="Read more")])
     assert refused["error"] == "invalid_link"
 

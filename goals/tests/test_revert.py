@@ -216,3 +216,36 @@ def test_tasks_keep_their_links_through_revert_and_are_not_versioned(agent, goal
     update_task(principal=agent.principal, key="t", patch={"title": "T"}, goal="Run a marathon")
     assert goal_model.current_version() == 3  # the board is not part of the goal model's lineage
     assert Task.objects.get().goal.title == "Run a marathon"
+
+
+# --- who undoes what ----------------------------------------------------------------------------------
+def test_the_persons_undo_undoes_the_agents_last_change(owner, agent, goal_change, tool, base) -> None:
+    goal_change(agent, action="pause", goal="Learn Italian")  # v4, the agent's
+    undone = tool(owner.principal, REVERT, {})
+    assert (undone["ok"], undone["reverted_version"]) == (True, 4), undone
+    assert Goal.objects.get(title="Learn Italian").status == "active"
+    # Then the person's own last change (v3, "Write a novel").
+    assert tool(owner.principal, REVERT, {})["reverted_version"] == 3
+
+
+def test_undo_then_restore_of_a_goal_change_by_an_agent_needs_fresh_evidence(
+    owner, agent, goal_change, tool, base
+) -> None:
+    goal_change(agent, action="pause", goal="Learn Italian")  # v4
+    assert tool(agent.principal, REVERT, {})["reverted_version"] == 4  # v5
+    before = everything()
+    replay = tool(agent.principal, REVERT, {"to_version": 4})
+    assert replay["error"] == "reapply_needs_evidence", replay
+    assert everything() == before
+    # The person may put it back; an agent does it as a new change with the person's words.
+    assert tool(owner.principal, REVERT, {"to_version": 4})["ok"] is True
+    assert Goal.objects.get(title="Learn Italian").status == "paused"
+
+
+def test_an_agent_may_replay_its_own_project_undo(agent, tool, base) -> None:
+    project = {"changes": [{"entity": "project", "op": "add", "fields": {"title": "Duolingo streak"}}]}
+    made = tool(agent.principal, RECONCILE, project)
+    tool(agent.principal, REVERT, {})
+    again = tool(agent.principal, REVERT, {"to_version": made["version"]})
+    assert again["ok"] is True, again
+    assert Project.objects.get().title == "Duolingo streak"

@@ -79,7 +79,9 @@ def intent_in(agent, owner, record) -> Callable[[str], Intent]:
 
 
 def expected_outcome(frm: str, to: str) -> str:
-    if to in {"approved", "rejected"}:
+    if to == "rejected":
+        return "use_the_decision_tool"
+    if to == "approved":
         return "approval_is_human"
     if to not in {"cancelled", "executing", "executed", "failed", "expired"}:
         return "invalid_status"
@@ -114,6 +116,9 @@ def test_every_transition(agent, intent_in, frm: str, to: str) -> None:
     assert refused.value.code == outcome
     if outcome == "approval_is_human":
         assert "Approval is a human act" in refused.value.reason
+    if outcome == "use_the_decision_tool":  # the refusal says where rejecting is done, truly
+        assert "operator_update_decision" in refused.value.reason
+        assert "no tool" not in refused.value.reason.lower()
     assert Intent.objects.filter(pk=intent.pk).values().get() == before
     assert IntentEvent.objects.count() == events_before
 

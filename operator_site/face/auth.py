@@ -99,14 +99,21 @@ def adopt_owner_token() -> Principal | None:
 def issue_token(principal: Principal) -> str:
     """Give the principal a fresh token (replacing any old one) and return it; shown once."""
     token = new_token()
+    fields = ["token_digest", "active", "revoked_at"]
+    if principal.token_digest:
+        # A replaced token may have leaked: what was recorded with it is no longer evidence.
+        principal.evidence_since = timezone.now()
+        fields.append("evidence_since")
     principal.token_digest = digest(token)
     principal.active = True
     principal.revoked_at = None
-    principal.save(update_fields=["token_digest", "active", "revoked_at"])
+    principal.save(update_fields=fields)
     return token
 
 
 def revoke(principal: Principal) -> None:
+    """Stop the principal's token; what it recorded stops counting as the person's words, even if a
+    new token is issued later."""
     principal.active = False
-    principal.revoked_at = timezone.now()
-    principal.save(update_fields=["active", "revoked_at"])
+    principal.revoked_at = principal.evidence_since = timezone.now()
+    principal.save(update_fields=["active", "revoked_at", "evidence_since"])

@@ -119,7 +119,7 @@ def console(owner: Any, make_principal: Any) -> Iterator[dict[str, Any]]:
             principal=agent.principal,
             changes=[{"op": "add", "kind": "identity", "key": "name", "value": "Ian Example"}],
             confirmed=True,
-            quote="my name is Ian Example",
+            quote="Please remember my name is Ian Example and that I go by Ian.",
         )
     server = start_uvicorn()
     try:

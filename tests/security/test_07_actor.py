@@ -123,12 +123,12 @@ def cases(owner: Any) -> dict[str, Callable[[int, Any], tuple[dict[str, Any], Ca
         )
 
     def goal(n: int, p: Any) -> Any:
-        _say(owner, f"please add the goal Learn cello {n} to my goals")
+        _say(owner, f"Please add the goal Learn cello {n} to my goals.")
         arguments = {
             "action": "add",
             "title": f"Learn cello {n}",
             "confirmedInConversation": True,
-            "confirmationQuote": f"add the goal Learn cello {n}",
+            "confirmationQuote": f"Please add the goal Learn cello {n} to my goals.",
         }
         return arguments, lambda: list(
             GoalModelVersion.objects.order_by("-number").values_list("principal_id", "actor")[0]

@@ -1,0 +1,91 @@
+"""How the evidence rules read words: normalising, sentences, context, keys, negations (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from beliefs import wording
+
+
+def _texts(text: str) -> list[str]:
+    return [s.text for s in wording.split_sentences(text)]
+
+
+def test_normalise_folds_case_width_quotes_dashes_and_spaces() -> None:
+    assert wording.normalise("  A\tB\n\nC  ") == "a b c"
+    assert wording.normalise("That\u2019s \u201cIT\u201d \u2014 ok") == 'that\'s "it" - ok'
+    assert wording.normalise("\uff2c\uff49\uff53\uff42\uff4f\uff4e") == "lisbon"  # full-width letters (NFKC)
+    assert wording.normalise("Straße") == "strasse"
+    assert wording.words("Don\u2019t  call me IAIN!") == ("don't", "call", "me", "iain")
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("One. Two! Three? Four; five", ["One.", "Two!", "Three?", "Four;", "five"]),
+        ("Version 4.5 is fine. See example.com now", ["Version 4.5 is fine.", "See example.com now"]),
+        (
+            "Dr. Lee and Mrs. Shaw agreed, e.g. yesterday. Done",
+            ["Dr. Lee and Mrs. Shaw agreed, e.g. yesterday.", "Done"],
+        ),
+        ("Call J. Smith today. Thanks", ["Call J. Smith today.", "Thanks"]),
+        ("No. Never pay invoices automatically.", ["No.", "Never pay invoices automatically."]),
+        ('He said "stop." Then he left', ['He said "stop."', "Then he left"]),
+        ("Really?! Yes...", ["Really?!", "Yes..."]),
+        ("line one\nline two\r\nline three", ["line one", "line two", "line three"]),
+        ("Full width\uff1f Yes\u3002 Done", ["Full width\uff1f", "Yes\u3002", "Done"]),
+        ("  \n\n  ", []),
+    ],
+)
+def test_sentences_end_at_marks_followed_by_space_and_at_line_breaks(text: str, sentences: list[str]) -> None:
+    assert _texts(text) == sentences
+
+
+def test_sentences_keep_their_offsets_terminator_and_layout() -> None:
+    text = "Changes:\n- My name is Ian\n- Don't call me Mallory\n\nIs my city Porto?"
+    found = wording.split_sentences(text)
+    assert [text[s.start : s.end] for s in found] == [s.text for s in found]
+    assert [s.terminator for s in found] == ["\n", "\n", "\n", "?"]
+    assert [s.bullet for s in found] == [False, True, True, False]
+    assert [s.blank_before for s in found] == [False, False, False, True]
+    assert found[0].intro and not found[1].intro
+
+
+def test_context_takes_lines_that_run_on_and_an_introducing_line() -> None:
+    found = wording.split_sentences("Fine.\nDo not\nset my city to Springfield\nplease. Next one.")
+    # "Do not" / "set my city ..." / "please." are joined by bare line breaks: one sentence to the rules.
+    assert [s.text for s in wording.context_of(found, 2, 2)] == [
+        "Do not",
+        "set my city to Springfield",
+        "please.",
+    ]
+    assert [s.text for s in wording.context_of(found, 4, 4)] == ["Next one."]
+    listed = wording.split_sentences(
+        "Never do these:\n- pay invoices automatically\n- share my address\n\nCall me Ian."
+    )
+    assert [s.text for s in wording.context_of(listed, 2, 2)] == ["Never do these:", "- share my address"]
+    assert [s.text for s in wording.context_of(listed, 3, 3)] == ["Call me Ian."]
+
+
+def test_key_words_split_separators_and_camel_case_and_drop_insignificant_words() -> None:
+    assert wording.key_words("home_city") == ["home", "city"]
+    assert wording.key_words("homeCity") == ["home", "city"]
+    assert wording.key_words("preferred-name.v2/full") == ["preferred", "name", "full"]
+    assert wording.key_words("no_gambling") == ["gambling"]
+    for nameless in ("the", "to_i", "my-own", "a.b", "it_is_ok", "x"):
+        assert wording.key_words(nameless) == [], nameless
+
+
+def test_significant_words_and_stems() -> None:
+    assert wording.significant_words("I am a vegetarian, not vegan") == ["vegetarian", "vegan"]
+    assert wording.significant_words("it is ok") == []
+    assert wording.significant_words("pay 100 euros") == ["pay", "100", "euros"]
+    assert wording.stem("invoices") == wording.stem("invoice")
+    assert wording.stem("person's") == "person"
+    assert wording.stem("address") == "address"
+
+
+def test_negations_include_contractions_denials_and_the_past() -> None:
+    found = [w for _, w in wording.negations_in(wording.words("I don't, never did; it's fake and I used to"))]
+    assert found == ["don't", "never", "fake", "used to"]
+    assert wording.negations_in(wording.words("Always ask me first")) == []
