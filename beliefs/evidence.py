@@ -54,6 +54,17 @@ OPERATIONS = ("add", "update", "retire", "remove", "pause", "resume", "review", 
 _CUED = {"retire": "retire", "remove": "remove", "pause": "pause", "resume": "resume", "review": "review"}
 
 
+# What a tool's `confirmationQuote` argument tells a model (both gated models' tools use it).
+QUOTE_DESCRIPTION = (
+    "Whole sentences the person said, copied from one instruction a human recorded in the last 72 hours "
+    "(operator_record_instruction): no fragment cut from inside a sentence. They must be firm (no "
+    "question, hedge or condition), say each high-stakes change in a sentence of its own (every "
+    "significant word of its key or title and of the new value; for a retire, pause, resume, review, "
+    "removal or re-rank, a word that says so), and carry the same negations as the change. One sentence "
+    "authorises one change, once."
+)
+
+
 def window_hours() -> int:
     return int(getattr(settings, "OPERATOR_CONFIRMATION_WINDOW_HOURS", 72))
 
@@ -119,6 +130,18 @@ class Confirmation:
                 return use.sentence.text
         return self.span
 
+    def image_evidence(self, subject: str) -> dict[str, Any]:
+        """What a belief (or goal) keeps of it: the instruction and the sentence that said it."""
+        return {"instruction": self.instruction.id, "span": self.sentence_for(subject)}
+
+    def notice_lines(self) -> list[str]:
+        row = self.instruction
+        return [
+            f"Evidence: instruction #{row.id}, recorded by {row.actor} at "
+            f"{row.created_at:%Y-%m-%d %H:%M} UTC:",
+            f"  “{self.span}”",
+        ]
+
     def as_evidence(self) -> dict[str, Any]:
         return {
             "instruction": self.instruction.id,
@@ -132,6 +155,78 @@ class Confirmation:
             "recorded_by": self.instruction.actor,
             "recorded_at": self.instruction.created_at.isoformat(),
         }
+
+
+@dataclass(frozen=True)
+class ApprovalEvidence:
+    """The other evidence of a high-stakes change: the person accepted a proposal of it (an intent
+    of type ``world_model_change`` / ``goal_model_change``) on the approval page. Their act — the
+    decision row — is the evidence; no quote is needed."""
+
+    decision: int
+    intent: int
+    by: str
+    via: str
+    at: datetime
+
+    @property
+    def span(self) -> str:
+        return (
+            f"Approved by {self.by} ({self.via}): proposal intent #{self.intent}, decision #{self.decision}"
+        )
+
+    def image_evidence(self, subject: str) -> dict[str, Any]:
+        return {"approval": self.decision, "intent": self.intent, "span": self.span}
+
+    def notice_lines(self) -> list[str]:
+        return [
+            f"Evidence: {self.by} accepted proposal #{self.intent} (decision #{self.decision}) via "
+            f"{self.via} at {self.at:%Y-%m-%d %H:%M} UTC."
+        ]
+
+    def as_evidence(self) -> dict[str, Any]:
+        return {
+            "approval": {
+                "decision": self.decision,
+                "intent": self.intent,
+                "by": self.by,
+                "via": self.via,
+                "at": self.at.isoformat(),
+            },
+            "span": self.span,
+        }
+
+
+def evidence_summary(evidence: Confirmation | ApprovalEvidence | None) -> dict[str, Any] | None:
+    """What a write's answer says of its evidence: the instruction and the span quoted, or the
+    approval decision and its intent."""
+    if isinstance(evidence, Confirmation):
+        return {"instruction": evidence.instruction.id, "span": evidence.span}
+    if isinstance(evidence, ApprovalEvidence):
+        return {"approval": evidence.decision, "intent": evidence.intent}
+    return None
+
+
+def evidence_from_columns(
+    instruction_id: int | None, span: str, approval_id: int | None
+) -> dict[str, Any] | None:
+    """A live row's evidence (a belief's, a goal's) as its image records it: the instruction and
+    sentence that said it, or the approval decision that accepted it; None without either."""
+    if instruction_id:
+        return {"instruction": instruction_id, "span": span}
+    if approval_id:
+        return {"approval": approval_id, "span": span}
+    return None
+
+
+def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
+    """The columns a live row keeps of an image's evidence (the inverse of `evidence_from_columns`)."""
+    evidence = evidence or {}
+    return {
+        "evidence_instruction_id": evidence.get("instruction"),
+        "evidence_span": evidence.get("span") or "",
+        "evidence_approval": evidence.get("approval"),
+    }
 
 
 # --- finding the person's words ----------------------------------------------------------------------

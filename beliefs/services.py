@@ -17,7 +17,16 @@ from typing import Any
 
 from django.utils import timezone
 
-from beliefs.evidence import Claim, Confirmation, check_confirmation, record_confirmation_use
+from beliefs.evidence import (
+    ApprovalEvidence,
+    Claim,
+    Confirmation,
+    check_confirmation,
+    evidence_columns,
+    evidence_from_columns,
+    evidence_summary,
+    record_confirmation_use,
+)
 from beliefs.models import (
     BELIEF_KINDS,
     HIGH_STAKES_KINDS,
@@ -77,10 +86,8 @@ def image_of(row: Belief) -> Image:
         "status": row.status,
         "source": {"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
         "set_in_version": row.set_in_version,
-        "evidence": (
-            {"instruction": row.evidence_instruction_id, "span": row.evidence_span}
-            if row.evidence_instruction_id
-            else None
+        "evidence": evidence_from_columns(
+            row.evidence_instruction_id, row.evidence_span, row.evidence_approval
         ),
     }
 
@@ -102,7 +109,6 @@ class BeliefStore:
         if image is None:
             Belief.objects.filter(kind=kind, key=key).delete()
             return
-        evidence = image.get("evidence") or {}
         fields = {
             "value": image["value"],
             "confidence": image["confidence"],
@@ -111,8 +117,7 @@ class BeliefStore:
             "source_name": image["source"]["name"],
             "source_kind": image["source"]["kind"],
             "set_in_version": image["set_in_version"],
-            "evidence_instruction_id": evidence.get("instruction"),
-            "evidence_span": evidence.get("span") or "",
+            **evidence_columns(image.get("evidence")),
             "last_version": version.number,
         }
         # A belief's row exists exactly when it has an image (a retired belief keeps its row; only
@@ -299,9 +304,14 @@ def update_world_model(
     quote: str | None = None,
     expected_version: int | None = None,
     now: datetime | None = None,
+    approval: ApprovalEvidence | None = None,
+    unchanged_since: int | None = None,
 ) -> dict[str, Any]:
-    """Add, update or retire beliefs: all of the changes or none. High-stakes kinds need
-    confirmation evidence (`beliefs.evidence`); every high-stakes write notifies the person."""
+    """Add, update or retire beliefs: all of the changes or none. High-stakes kinds need evidence
+    (`beliefs.evidence`): the person's words (`confirmed`, `quote`), or — for a proposal the person
+    accepted on the approval page — their `approval`, with `unchanged_since` the version it was
+    proposed against (a target changed since refuses it). Every high-stakes write notifies the
+    person."""
     specs = [_clean(c) for c in changes]
     if not specs:
         raise Refusal("changes_required", "Give at least one change.")
@@ -327,6 +337,8 @@ def update_world_model(
                 unchanged.append(spec.entity)
             else:
                 planned.append((spec, before, after))
+        if unchanged_since is not None:
+            WORLD_MODEL.refuse_if_touched_since(unchanged_since, entities)
         if not planned:
             raise Refusal(
                 "nothing_changed",
@@ -336,9 +348,9 @@ def update_world_model(
             )
 
         high = [(spec, before, after) for spec, before, after in planned if spec.kind in HIGH_STAKES_KINDS]
-        confirmation: Confirmation | None = None
+        confirmation: Confirmation | ApprovalEvidence | None = None
         if high:
-            confirmation = check_confirmation(
+            confirmation = approval or check_confirmation(
                 confirmed=confirmed,
                 quote=quote,
                 scope=SCOPE,
@@ -346,10 +358,7 @@ def update_world_model(
                 now=now,
             )
             for spec, _, after in high:
-                after["evidence"] = {
-                    "instruction": confirmation.instruction.id,
-                    "span": confirmation.sentence_for(spec.entity),
-                }
+                after["evidence"] = confirmation.image_evidence(spec.entity)
 
         images = {spec.entity: after for spec, _, after in planned}
         committed = WORLD_MODEL.commit(
@@ -360,10 +369,10 @@ def update_world_model(
             summary=_summary([(spec.op, spec.entity) for spec, _, _ in planned], principal),
             fields={
                 "high_stakes": bool(high),
-                "evidence_instruction": confirmation.instruction if confirmation else None,
+                "evidence_instruction": getattr(confirmation, "instruction", None),
             },
         )
-        if confirmation:
+        if isinstance(confirmation, Confirmation):
             record_confirmation_use(confirmation, version=committed.version.number)
     notice = _notify_write(committed, confirmation) if high else None
     ops = {spec.entity: spec.op for spec, _, _ in planned}
@@ -374,9 +383,7 @@ def update_world_model(
         "changes": [_change_dict(c, op=ops[c.entity]) for c in committed.changes],
         "unchanged": unchanged,
         "high_stakes": bool(high),
-        "evidence": (
-            {"instruction": confirmation.instruction.id, "span": confirmation.span} if confirmation else None
-        ),
+        "evidence": evidence_summary(confirmation),
         "notification": notice.id if notice else None,
     }
 
@@ -428,7 +435,7 @@ def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
     return lines
 
 
-def _notify_write(committed: Committed, confirmation: Confirmation | None) -> Notification:
+def _notify_write(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:
     lines = _notice_lines(committed.changes)
     return notify_version(WORLD_MODEL, SCOPE, committed, lines, confirmation=confirmation)
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from beliefs import services
+from beliefs.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -79,9 +80,7 @@ class UpdateWorldModelArgs(ToolArgs):
     confirmationQuote: str | None = Field(  # the seed's field name
         None,
         max_length=2000,
-        description="The person's own words, copied exactly from a human-authored instruction recorded "
-        "in the last 72 hours (operator_record_instruction); at least 12 characters and 3 words, and it "
-        "must mention the key or the new value. One instruction authorises a given key once.",
+        description=QUOTE_DESCRIPTION,
     )
     expected_version: int | None = Field(
         None,
@@ -102,7 +101,7 @@ class UpdateWorldModelArgs(ToolArgs):
         {
             "changes": [{"op": "update", "kind": "identity", "key": "name", "value": "Iain"}],
             "confirmedInConversation": True,
-            "confirmationQuote": "please call me Iain from now on",
+            "confirmationQuote": "My name is Iain from now on.",
             "expected_version": 4,
         },
         {"changes": [{"op": "retire", "kind": "note", "key": "parking"}]},
@@ -111,12 +110,13 @@ class UpdateWorldModelArgs(ToolArgs):
 def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, Any]:
     """Add, update or retire typed beliefs about the person, all in one version or none at all.
     Low-stakes kinds (preference, note, project, risk) apply freely. High-stakes kinds (identity,
-    goal, behavior_policy, constraint) need confirmedInConversation: true AND a confirmationQuote
-    copied exactly from something the person said (a human-authored instruction recorded in the
-    confirmation window) that mentions the key or the new value; refusals say which rule failed
-    (confirmation_required, confirmation_not_found, confirmation_stale, confirmation_unbound,
-    confirmation_reused) and write nothing. Every high-stakes write notifies the person with a
-    one-tap revert. A version race answers retry: true; re-read and try again."""
+    goal, behavior_policy, constraint) need confirmedInConversation: true AND a confirmationQuote:
+    whole, firm sentences the person said (a human-recorded instruction in the confirmation window),
+    one per change, naming its key and saying its value with the same negations; refusals name the
+    rule that failed and what the quote lacked, and write nothing. If the person's words are not
+    enough, propose the change with operator_record_action_intent instead. Every high-stakes write
+    notifies the person with a one-tap revert. A version race answers retry: true; re-read and try
+    again."""
     return services.update_world_model(
         principal=call.principal,
         changes=[change.model_dump() for change in args.changes],
@@ -131,8 +131,8 @@ class RevertWorldModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole model to its state at this version. Without it: undo your own "
-        "most recent change that has not been reverted.",
+        description="Restore the whole model to its state at this version. Without it: undo the most "
+        "recent change that has not been reverted (an agent: its own; the person: anyone's).",
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
     actor: Any = ACTOR_FIELD
@@ -146,11 +146,13 @@ class RevertWorldModelArgs(ToolArgs):
     examples=[{}, {"to_version": 7}],
 )
 def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, Any]:
-    """Undo your own last world-model change that has not been reverted, restoring exactly what it
-    superseded even if other writers changed other beliefs since (refused as revert_conflict if a
-    later version changed the same beliefs). With `to_version`, restore the whole model to that
-    version (an agent may only undo its own changes this way). A revert is itself a new version;
-    reverting a high-stakes change notifies the person."""
+    """Undo the last world-model change that has not been reverted — an agent's own last change, or,
+    for the person, the last change anyone made — restoring exactly what it superseded even if
+    other writers changed other beliefs since (refused as revert_conflict if a later version changed
+    the same beliefs). With `to_version`, restore the whole model to that version (an agent may only
+    undo its own changes this way, and may not put back an undone high-stakes change: that needs the
+    person's fresh words, as a new write). A revert is itself a new version; reverting a high-stakes
+    change notifies the person."""
     return services.revert_world_model(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )

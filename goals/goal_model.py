@@ -45,7 +45,16 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from beliefs.evidence import Claim, Confirmation, check_confirmation, record_confirmation_use
+from beliefs.evidence import (
+    ApprovalEvidence,
+    Claim,
+    Confirmation,
+    check_confirmation,
+    evidence_columns,
+    evidence_from_columns,
+    evidence_summary,
+    record_confirmation_use,
+)
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
 from operator_site.compiled_sql import frozen_rows
 from operator_site.face.envelope import Refusal
@@ -164,11 +173,7 @@ def image_of(kind: ItemKind, row: GoalModelItem) -> Image:
     image.update(
         source={"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
         set_in_version=row.set_in_version,
-        evidence=(
-            {"instruction": row.evidence_instruction_id, "span": row.evidence_span}
-            if row.evidence_instruction_id
-            else None
-        ),
+        evidence=evidence_from_columns(row.evidence_instruction_id, row.evidence_span, row.evidence_approval),
     )
     return image
 
@@ -219,7 +224,6 @@ class GoalModelStore:
         if image is None:  # a tombstone: the id stays taken, links to it stay intact
             rows.update(present=False, last_version=version.number, updated_at=timezone.now())
             return
-        evidence = image.get("evidence") or {}
         values: dict[str, Any] = {
             kind.label: image[kind.label],
             "detail": image["detail"],
@@ -229,8 +233,7 @@ class GoalModelStore:
             "source_name": image["source"]["name"],
             "source_kind": image["source"]["kind"],
             "set_in_version": image["set_in_version"],
-            "evidence_instruction_id": evidence.get("instruction"),
-            "evidence_span": evidence.get("span") or "",
+            **evidence_columns(image.get("evidence")),
             "last_version": version.number,
             "updated_at": timezone.now(),
         }
@@ -811,11 +814,23 @@ def _claims(planned: Planned) -> list[Claim]:
     return out
 
 
+def _targets(planned: Planned) -> list[str]:
+    """The entities a write names as its targets (not the items it adds): what must not have
+    changed since a proposal of it was made. A re-rank or move also targets its order."""
+    out = []
+    for effect in planned.effects:
+        if effect.before is not None:
+            out.append(entity_of(effect.op.kind, effect.item_id))
+        if effect.op.op in ("rerank", "move") and effect.op.kind.order_entity:
+            out.append(effect.op.kind.order_entity)
+    return out
+
+
 @dataclass
 class Outcome:
     committed: Committed | None
     planned: Planned
-    confirmation: Confirmation | None
+    confirmation: Confirmation | ApprovalEvidence | None
     high_stakes: bool
     notice: Notification | None = None
 
@@ -829,6 +844,8 @@ def _write(
     expected_version: int | None,
     now: datetime | None,
     refuse_unchanged: bool,
+    approval: ApprovalEvidence | None = None,
+    unchanged_since: int | None = None,
 ) -> Outcome:
     """Plan, check and commit one goal-model write; `committed` is None when it changes nothing
     (or, with `refuse_unchanged`, that is refused as `nothing_changed`)."""
@@ -836,6 +853,8 @@ def _write(
     with GOAL_MODEL.stable(draft):
         base = State.load()
         planned = _plan(base.copy(), ops)
+        if unchanged_since is not None:
+            GOAL_MODEL.refuse_if_touched_since(unchanged_since, _targets(planned))
         if not any(effect.changed for effect in planned.effects):
             # "Already so" was decided on a read that another writer may have just changed: only a
             # model still at the base version may answer it (else `stable` turns it into a retry).
@@ -850,17 +869,14 @@ def _write(
         _allocate(planned, principal, draft.number)
         images = _images(base, planned, principal, draft.number)
         high = any(is_high_stakes(entity) for entity in images)
-        confirmation: Confirmation | None = None
+        confirmation: Confirmation | ApprovalEvidence | None = None
         if high:
-            confirmation = check_confirmation(
+            confirmation = approval or check_confirmation(
                 confirmed=confirmed, quote=quote, scope=SCOPE, claims=_claims(planned), now=now
             )
             for entity, image in images.items():
                 if image is not None and entity not in ORDERED and is_high_stakes(entity):
-                    image["evidence"] = {
-                        "instruction": confirmation.instruction.id,
-                        "span": confirmation.sentence_for(entity),
-                    }
+                    image["evidence"] = confirmation.image_evidence(entity)
         committed = GOAL_MODEL.commit(
             draft,
             principal=principal,
@@ -869,10 +885,10 @@ def _write(
             summary=f"{_summary(planned)} (by {principal.name})",
             fields={
                 "high_stakes": high,
-                "evidence_instruction": confirmation.instruction if confirmation else None,
+                "evidence_instruction": getattr(confirmation, "instruction", None),
             },
         )
-        if confirmation:
+        if isinstance(confirmation, Confirmation):
             record_confirmation_use(confirmation, version=committed.version.number)
         verify_consistency()
     outcome = Outcome(committed, planned, confirmation, high)
@@ -981,7 +997,7 @@ def apply_goal_change(
         "ranking": ranked_goals(statuses=None),
         "changes": [_change_dict(c) for c in committed.changes],
         "high_stakes": outcome.high_stakes,
-        "evidence": _evidence(outcome.confirmation),
+        "evidence": evidence_summary(outcome.confirmation),
         "notification": outcome.notice.id if outcome.notice else None,
     }
 
@@ -1003,11 +1019,14 @@ def reconcile_goal_model(
     quote: str | None = None,
     expected_version: int | None = None,
     now: datetime | None = None,
+    approval: ApprovalEvidence | None = None,
+    unchanged_since: int | None = None,
 ) -> dict[str, Any]:
     """Apply changes across goals, priorities and projects all together or not at all. Fails closed:
     a missing or ambiguous target (or goal link) anywhere refuses the whole call before anything is
     written, listing how each change resolved. A reconciliation that changes nothing writes no
-    version (and needs no confirmation)."""
+    version (and needs no confirmation). `approval` and `unchanged_since`: an accepted proposal
+    (see `beliefs.services.update_world_model`)."""
     ops = _clean_ops(changes)
     outcome = _write(
         principal=principal,
@@ -1017,6 +1036,8 @@ def reconcile_goal_model(
         expected_version=expected_version,
         now=now,
         refuse_unchanged=False,
+        approval=approval,
+        unchanged_since=unchanged_since,
     )
     if outcome.committed is None:
         return {
@@ -1039,7 +1060,7 @@ def reconcile_goal_model(
         "resolution": outcome.planned.resolution,
         "changes": [_change_dict(c) for c in committed.changes],
         "high_stakes": outcome.high_stakes,
-        "evidence": _evidence(outcome.confirmation),
+        "evidence": evidence_summary(outcome.confirmation),
         "notification": outcome.notice.id if outcome.notice else None,
     }
 
@@ -1070,14 +1091,8 @@ def _summary(planned: Planned) -> str:
     return text
 
 
-def _evidence(confirmation: Confirmation | None) -> dict[str, Any] | None:
-    if confirmation is None:
-        return None
-    return {"instruction": confirmation.instruction.id, "span": confirmation.span}
-
-
 # --- notices ---------------------------------------------------------------------------------------
-def _notify(committed: Committed, confirmation: Confirmation | None) -> Notification:
+def _notify(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:
     """Every version — a change or a revert, whatever its stakes — notifies the person."""
     lines = []
     for row in _rows(committed.changes):

@@ -42,6 +42,9 @@ class GoalModelItem(models.Model):
         Instruction, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     evidence_span = models.TextField(blank=True, default="")
+    evidence_approval = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The approval decision that was its evidence (an accepted proposal)."
+    )
     last_version = models.PositiveBigIntegerField(help_text="The last version that wrote this row.")
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from beliefs.evidence import QUOTE_DESCRIPTION
 from goals import goal_model, services
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
@@ -140,10 +141,7 @@ CONFIRMED_FIELD = Field(  # the seed's field name
 QUOTE_FIELD = Field(  # the seed's field name
     None,
     max_length=2000,
-    description="The person's own words, copied exactly from a human-authored instruction recorded in the "
-    "last 72 hours (operator_record_instruction); at least 12 characters and 3 words, and it must mention "
-    "each goal or priority it authorises (its title, or the new title). One instruction authorises a "
-    "change of a given goal once.",
+    description=QUOTE_DESCRIPTION,
 )
 EXPECTED_FIELD = Field(
     None,
@@ -194,7 +192,7 @@ class ApplyGoalChangeArgs(ToolArgs):
             "action": "pause",
             "goal": "Learn Italian",
             "confirmedInConversation": True,
-            "confirmationQuote": "let's put Italian on hold until summer",
+            "confirmationQuote": "Put the Learn Italian goal on hold until summer.",
             "expected_version": 6,
         },
         {
@@ -202,15 +200,16 @@ class ApplyGoalChangeArgs(ToolArgs):
             "goal": 3,
             "importance": 1,
             "confirmedInConversation": True,
-            "confirmationQuote": "the marathon matters most to me now",
+            "confirmationQuote": "Running the marathon is my top priority now.",
         },
     ],
 )
 def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, Any]:
     """Pause, resume, add, remove, mark under review, or re-rank one of the person's goals. Goals are
-    high-stakes: every change needs confirmedInConversation: true AND a confirmationQuote copied
-    exactly from something the person said (a human-authored instruction recorded recently) that
-    mentions the goal; refusals say which rule failed and write nothing. Name the goal by id, or by a
+    high-stakes: every change needs confirmedInConversation: true AND a confirmationQuote: whole, firm
+    sentences the person said (a human-recorded instruction, recently) that name the goal and say the
+    change; refusals name the rule that failed and write nothing (or propose the change with
+    operator_record_action_intent for the person to approve). Name the goal by id, or by a
     title that matches exactly one goal (ambiguous or missing titles are refused with the
     candidates). Invalid transitions (resume an active goal, pause a removed one) are refused with
     the current status. Ranks stay dense and unique (1 = most important). Every change notifies the
@@ -284,7 +283,7 @@ class ReconcileGoalModelArgs(ToolArgs):
                 {"entity": "goal", "op": "remove", "target": "Learn Italian"},
             ],
             "confirmedInConversation": True,
-            "confirmationQuote": "health first: write a novel, and drop Italian",
+            "confirmationQuote": "I want to write a novel. Health first, always. Drop learning Italian.",
             "expected_version": 9,
         },
     ],
@@ -294,7 +293,8 @@ def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[s
     version, or nothing. Fails closed: if any target (or a project's goal link) is missing or matches
     more than one item, nothing is written — no version at all — and the answer lists, per change,
     how it resolved and the candidates. Changes to goals or priorities are high-stakes and need
-    confirmedInConversation plus a confirmationQuote mentioning each of them; projects apply freely.
+    confirmedInConversation plus a confirmationQuote with a sentence saying each of them; projects
+    apply freely.
     A reconciliation that changes nothing writes no version. Every change notifies the person with
     a one-tap revert. A version race answers retry: true."""
     return goal_model.reconcile_goal_model(
@@ -310,8 +310,8 @@ class RevertGoalModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole goal model to its state at this version. Without it: undo your own "
-        "most recent change that has not been reverted.",
+        description="Restore the whole goal model to its state at this version. Without it: undo the most "
+        "recent change that has not been reverted (an agent: its own; the person: anyone's).",
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
     actor: Any = ACTOR_FIELD
@@ -325,11 +325,13 @@ class RevertGoalModelArgs(ToolArgs):
     examples=[{}, {"to_version": 4}],
 )
 def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, Any]:
-    """Undo your own last goal-model change that has not been reverted, restoring exactly what it
-    superseded even if other writers changed other goals since (refused as revert_conflict if a
-    later version changed the same goals, ranking or projects). With `to_version`, restore the whole
-    goal model to that version (an agent may only undo its own changes this way). A revert is itself
-    a new version and notifies the person."""
+    """Undo the last goal-model change that has not been reverted — an agent's own last change, or,
+    for the person, the last change anyone made — restoring exactly what it superseded even if other
+    writers changed other goals since (refused as revert_conflict if a later version changed the same
+    goals, ranking or projects). With `to_version`, restore the whole goal model to that version (an
+    agent may only undo its own changes this way, and may not put back an undone goal or priority
+    change without the person's fresh words). A revert is itself a new version and notifies the
+    person."""
     return goal_model.revert_goal_model(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )

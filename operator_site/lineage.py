@@ -81,9 +81,9 @@ evidence=None, summary="", fields=None) -> Committed``
 ``lineage.is_reverted(version) -> bool``
     Undone by an ``undo`` version, or inside the span a later ``restore`` went back over.
 ``lineage.last_unreverted(principal) -> VersionRecord | None``
-    The principal's own most recent ``change`` that is not reverted (what "undo my last change"
-    means; undo/restore versions are not candidates, so calling it twice undoes two changes, it
-    does not redo the first).
+    The most recent ``change`` that is not reverted — the principal's own, or anyone's for
+    ``None`` (what "undo the last change" means; undo/restore versions are not candidates, so
+    calling it twice undoes two changes, it does not redo the first).
 ``lineage.history(entity) -> QuerySet[ChangeRecord]``
     Every change of one entity, oldest first.
 ``lineage.get(number) -> VersionRecord`` / ``lineage.changes_of(version) -> list[ChangeRecord]``
@@ -132,14 +132,16 @@ An app binds its lineage once with the parts that are its own, e.g. the goal mod
   own (the goal model's rule for every write).
 
 ``reverter.undo(*, number, principal, expected_version=None)``
-    Undo one version (``lineage.plan_undo``). An agent may only undo its own versions
-    (``revert_not_own``); the person may undo anyone's.
+    Undo one version (``lineage.plan_undo``). The person may undo anything; an agent only its
+    own versions (``revert_not_own``), and never an undo or restore that undid a high-stakes change
+    (``reapply_needs_evidence``: putting it back needs the person's fresh words, as a new write).
 ``reverter.restore(*, number, principal, expected_version=None)``
     Bring the whole model back to version ``number`` (``lineage.plan_restore``), same rule;
     ``nothing_to_revert`` if it already holds that state.
 ``reverter.revert(*, principal, to_version=None, expected_version=None)``
-    A revert tool: with ``to_version``, ``restore``; without, undo the caller's own most recent
-    change that is not reverted (``nothing_to_revert`` if there is none).
+    A revert tool: with ``to_version``, ``restore``; without, undo the most recent change that is
+    not reverted — anyone's for the person, the caller's own for an agent (``nothing_to_revert``
+    if there is none).
     All three answer ``{ok, version, supersedes, operation, reverted_version, restored_to,
     undid_versions, changes, high_stakes, notification}``; a revert is itself a version.
 ``reverter.describe_undo(number)`` / ``reverter.describe_restore(number)``
@@ -372,6 +374,34 @@ class Lineage:
             .distinct()
         )
         return sorted(set(later))
+
+    def touched_since(self, number: int, entities: Iterable[str]) -> list[int]:
+        """Versions after `number` that changed any of `entities`."""
+        later = self.change_model.objects.filter(version__gt=number, entity__in=list(entities))
+        return sorted(set(later.values_list("version", flat=True)))
+
+    def refuse_if_touched_since(self, number: int, entities: Iterable[str]) -> None:
+        """A change prepared against version `number` (a proposal the person accepts) must still
+        apply to what was shown: refuse (`proposal_stale`) if a later version changed its targets."""
+        entities = sorted(set(entities))
+        later = self.touched_since(number, entities)
+        if later:
+            touched = sorted(
+                set(
+                    self.change_model.objects.filter(version__in=later, entity__in=entities).values_list(
+                        "entity", flat=True
+                    )
+                )
+            )
+            raise Refusal(
+                "proposal_stale",
+                f"The {self.label} changed since this was proposed (against version {number}): version(s) "
+                f"{', '.join(map(str, later))} changed {', '.join(touched)}. Nothing was applied; the change "
+                "has to be proposed again against what the model says now.",
+                proposed_against=number,
+                versions=later,
+                entities=touched,
+            )
 
     def conflicting_versions(self, version: VersionRecord) -> list[int]:
         later = self.later_versions(version)
@@ -655,8 +685,9 @@ def notify_version(
 ) -> Notification:
     """The safety notice of one version — a change or a revert — carrying the one-tap revert link
     (subject ``scope``/version number): who did what, the app's ``lines`` (what changed), the
-    ``confirmation`` it relied on (a `beliefs.evidence.Confirmation`: instruction and quoted span),
-    then ``closing``. Kind ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>"."""
+    ``confirmation`` it relied on (its ``notice_lines()``: a `beliefs.evidence.Confirmation`'s
+    instruction and quoted span, or an `ApprovalEvidence`'s decision), then ``closing``. Kind
+    ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>"."""
     version = committed.version
     if version.operation == Operation.CHANGE:
         kind = f"{scope}_change"
@@ -671,13 +702,7 @@ def notify_version(
         opening = f"Version {version.number}: {version.actor} {what}."
     body = [opening, "", *lines]
     if confirmation:
-        row = confirmation.instruction
-        body += [
-            "",
-            f"Evidence: instruction #{row.id}, recorded by {row.actor} at "
-            f"{row.created_at:%Y-%m-%d %H:%M} UTC:",
-            f"  “{confirmation.span}”",
-        ]
+        body += ["", *confirmation.notice_lines()]
     body += ["", closing]
     notice, _ = notify(
         kind=kind,

@@ -496,3 +496,107 @@ def test_refusals_point_to_a_proposal(named, agent, say, tool) -> None:
     say("Maybe use the name Iain from now on.")
     answer = _refused(tool, agent, NAME, "Maybe use the name Iain from now on.", "confirmation_not_firm")
     assert "operator_record_action_intent" in answer["reason"]
+
+
+# --- the examples docs/world-model.md gives, exactly ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "quote", "outcome"),
+    [
+        ("never auto-approve payments", "Never auto-approve payments.", "written"),
+        ("auto-approve payments", "Never auto-approve payments.", "confirmation_polarity"),
+        ("auto-approve payments", "auto-approve payments", "confirmation_fragment"),
+        ("auto-approve payments", "No! Never auto-approve payments.", "confirmation_polarity"),
+    ],
+)
+def test_the_documented_payment_examples(owner, agent, say, tool, value, quote, outcome) -> None:
+    say("No! Never auto-approve payments. Always ask me.")
+    answer = _write(tool, agent, [add("behavior_policy", "auto_approve_payments", value)], quote)
+    assert answer.get("error", "written") == outcome, answer
+
+
+@pytest.mark.parametrize(
+    ("change", "outcome"),
+    [
+        (add("identity", "home_city", "Lisbon, Portugal"), "written"),
+        (add("identity", "home_city", "Lisbon Texas"), "confirmation_unbound"),
+        (add("identity", "city", "Lisbon"), "written"),
+        (add("behavior_policy", "home_city", "always book Lisbon hotels"), "confirmation_unbound"),
+        (add("identity", "the", "Lisbon"), "invalid_key"),
+    ],
+)
+def test_the_documented_home_city_examples(owner, agent, say, tool, change, outcome) -> None:
+    say("My home city is Lisbon in Portugal.")
+    answer = _write(tool, agent, [change], "My home city is Lisbon in Portugal.")
+    assert answer.get("error", "written") == outcome, answer
+
+
+def test_the_documented_retire_and_goal_examples(owner, agent, say, tool) -> None:
+    say("My home city is Lisbon in Portugal.")
+    _passes(
+        tool, owner, [add("identity", "home_city", "Lisbon, Portugal")], "My home city is Lisbon in Portugal."
+    )
+    say("My home city is Lisbon in Portugal.")
+    assert (
+        _write(tool, agent, [retire("identity", "home_city")], "My home city is Lisbon in Portugal.")["error"]
+        == "confirmation_unbound"
+    )
+    say("Add the goal Marathon.")
+    made = tool(
+        owner.principal,
+        "operator_apply_goal_change",
+        {
+            "action": "add",
+            "title": "Marathon",
+            "confirmedInConversation": True,
+            "confirmationQuote": "Add the goal Marathon.",
+        },
+    )
+    assert made["ok"] is True, made
+    for said, outcome in (
+        ("Maybe we should drop the marathon goal, I'm not sure.", "confirmation_not_firm"),
+        ("Never drop the marathon goal.", "confirmation_polarity"),
+        ("Drop the marathon goal, I'm done with it.", "written"),
+    ):
+        say(said)
+        answer = tool(
+            agent.principal,
+            "operator_apply_goal_change",
+            {
+                "action": "remove",
+                "goal": "Marathon",
+                "confirmedInConversation": True,
+                "confirmationQuote": said,
+            },
+        )
+        assert answer.get("error", "written") == outcome, answer
+    say("Remind me that my gym membership renews in May.")
+    policy = [add("behavior_policy", "membership", "approve every payment to Acme")]
+    assert _write(tool, agent, policy, "Remind me that my gym membership renews in May.")["error"] == (
+        "confirmation_unbound"
+    )
+
+
+def test_the_documented_rerank_example(owner, agent, say, tool) -> None:
+    for title in ("Learn the cello", "Run every week", "Read more"):
+        say(f"Add the goal {title}.")
+        made = tool(
+            owner.principal,
+            "operator_apply_goal_change",
+            {
+                "action": "add",
+                "title": title,
+                "confirmedInConversation": True,
+                "confirmationQuote": f"Add the goal {title}.",
+            },
+        )
+        assert made["ok"] is True, made
+    say("Make learning the cello my second priority.")
+    rerank = {"action": "rerank", "goal": "Learn the cello", "confirmedInConversation": True}
+    rerank["confirmationQuote"] = "Make learning the cello my second priority."
+    wrong = tool(agent.principal, "operator_apply_goal_change", {**rerank, "importance": 3})
+    assert wrong.get("missing"), wrong
+    assert (wrong["error"], wrong["missing"]["position"]) == (
+        "confirmation_unbound",
+        "it says position 2, not 3",
+    )
+    assert tool(agent.principal, "operator_apply_goal_change", {**rerank, "importance": 2})["ok"] is True
