@@ -40,6 +40,7 @@ from beliefs.wording import Sentence
 from operator_site.compiled_sql import insert_unless_conflict
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.proposals import ApprovalEvidence
 
 # Rows examined per lookup: bounded work whatever the history.
 _SCAN = 5000
@@ -154,46 +155,6 @@ class Confirmation:
             ],
             "recorded_by": self.instruction.actor,
             "recorded_at": self.instruction.created_at.isoformat(),
-        }
-
-
-@dataclass(frozen=True)
-class ApprovalEvidence:
-    """The other evidence of a high-stakes change: the person accepted a proposal of it (an intent
-    of type ``world_model_change`` / ``goal_model_change``) on the approval page. Their act — the
-    decision row — is the evidence; no quote is needed."""
-
-    decision: int
-    intent: int
-    by: str
-    via: str
-    at: datetime
-
-    @property
-    def span(self) -> str:
-        return (
-            f"Approved by {self.by} ({self.via}): proposal intent #{self.intent}, decision #{self.decision}"
-        )
-
-    def image_evidence(self, subject: str) -> dict[str, Any]:
-        return {"approval": self.decision, "intent": self.intent, "span": self.span}
-
-    def notice_lines(self) -> list[str]:
-        return [
-            f"Evidence: {self.by} accepted proposal #{self.intent} (decision #{self.decision}) via "
-            f"{self.via} at {self.at:%Y-%m-%d %H:%M} UTC."
-        ]
-
-    def as_evidence(self) -> dict[str, Any]:
-        return {
-            "approval": {
-                "decision": self.decision,
-                "intent": self.intent,
-                "by": self.by,
-                "via": self.via,
-                "at": self.at.isoformat(),
-            },
-            "span": self.span,
         }
 
 

@@ -328,6 +328,8 @@ def update_world_model(
 
     draft = WORLD_MODEL.begin(expected_version)
     with WORLD_MODEL.stable(draft):
+        if unchanged_since is not None:  # before anything else: what was shown must still hold
+            WORLD_MODEL.refuse_if_touched_since(unchanged_since, entities)
         planned: list[tuple[ChangeSpec, Image | None, Image]] = []
         unchanged: list[str] = []
         for spec in specs:
@@ -337,8 +339,6 @@ def update_world_model(
                 unchanged.append(spec.entity)
             else:
                 planned.append((spec, before, after))
-        if unchanged_since is not None:
-            WORLD_MODEL.refuse_if_touched_since(unchanged_since, entities)
         if not planned:
             raise Refusal(
                 "nothing_changed",

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from beliefs import services
 from beliefs.evidence import QUOTE_DESCRIPTION
+from beliefs.schemas import BeliefChange, BeliefKind
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
-BeliefKind = Literal[
-    "identity", "goal", "behavior_policy", "constraint", "preference", "note", "project", "risk"
-]
 ACTOR_FIELD = Field(
     None,
     description="Accepted for compatibility and never trusted: the acting identity is always the "
@@ -50,24 +48,6 @@ def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
 
 
 # --- operator_update_world_model -------------------------------------------------------------------
-class BeliefChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    op: Literal["add", "update", "retire"] = Field(
-        description="add a new belief, update an active one (value and/or confidence), or retire one."
-    )
-    kind: BeliefKind = Field(description="The belief's kind; high-stakes kinds need confirmation evidence.")
-    key: str = Field(
-        min_length=1,
-        max_length=services.MAX_KEY_CHARS,
-        description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
-    )
-    value: str | None = Field(
-        None, max_length=services.MAX_VALUE_CHARS, description="Required to add; optional to update."
-    )
-    confidence: float | None = Field(None, ge=0, le=1, description="0..1, optional.")
-
-
 class UpdateWorldModelArgs(ToolArgs):
     changes: list[BeliefChange] = Field(
         min_length=1, max_length=services.MAX_CHANGES, description="Applied all together or not at all."

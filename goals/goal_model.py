@@ -814,15 +814,17 @@ def _claims(planned: Planned) -> list[Claim]:
     return out
 
 
-def _targets(planned: Planned) -> list[str]:
-    """The entities a write names as its targets (not the items it adds): what must not have
-    changed since a proposal of it was made. A re-rank or move also targets its order."""
+def _targets(state: State, ops: Sequence[Op]) -> list[str]:
+    """The entities a write names as its targets (not the items it adds), resolved on `state`: what
+    must not have changed since a proposal of it was made. A re-rank or move also targets its
+    order."""
+    ids, _, _ = _resolve_all(state, ops)
     out = []
-    for effect in planned.effects:
-        if effect.before is not None:
-            out.append(entity_of(effect.op.kind, effect.item_id))
-        if effect.op.op in ("rerank", "move") and effect.op.kind.order_entity:
-            out.append(effect.op.kind.order_entity)
+    for op, item_id in zip(ops, ids, strict=True):
+        if op.op != "add":
+            out.append(entity_of(op.kind, item_id))
+        if op.op in ("rerank", "move") and op.kind.order_entity:
+            out.append(op.kind.order_entity)
     return out
 
 
@@ -852,9 +854,9 @@ def _write(
     draft = GOAL_MODEL.begin(expected_version)
     with GOAL_MODEL.stable(draft):
         base = State.load()
+        if unchanged_since is not None:  # before anything else: what was shown must still hold
+            GOAL_MODEL.refuse_if_touched_since(unchanged_since, _targets(base.copy(), ops))
         planned = _plan(base.copy(), ops)
-        if unchanged_since is not None:
-            GOAL_MODEL.refuse_if_touched_since(unchanged_since, _targets(planned))
         if not any(effect.changed for effect in planned.effects):
             # "Already so" was decided on a read that another writer may have just changed: only a
             # model still at the base version may answer it (else `stable` turns it into a retry).

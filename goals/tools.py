@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from beliefs.evidence import QUOTE_DESCRIPTION
 from goals import goal_model, services
+from goals.schemas import GoalModelChangeItem
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -224,27 +225,6 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
         confirmed=args.confirmedInConversation,
         quote=args.confirmationQuote,
         expected_version=args.expected_version,
-    )
-
-
-class GoalModelChangeItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    entity: Literal["goal", "priority", "project"] = Field(description="What the change is about.")
-    op: Literal["add", "update", "pause", "resume", "mark_under_review", "remove", "rerank", "move"] = Field(
-        description="goal: add, update, pause, resume, mark_under_review, remove, rerank. priority: add, "
-        "update, move, remove. project: add, update, remove."
-    )
-    target: StrictInt | str | None = Field(
-        None,
-        description="Not for add: the item's id, or its exact title (a priority's name) matching exactly "
-        "one item.",
-    )
-    fields: dict[str, Any] = Field(
-        default_factory=dict,
-        description="goal: title, detail (add/update), importance (add/rerank). priority: name, detail "
-        "(add/update), position (add/move). project: title, detail, status (active|paused|done), goal "
-        "(id or title; null unlinks) for add/update.",
     )
 
 

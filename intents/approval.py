@@ -47,6 +47,7 @@ from intents.models import (
     Intent,
     IntentStatus,
 )
+from operator_site import proposals
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 
@@ -166,7 +167,34 @@ def _approve(
         now=now,
     )
     intent.refresh_from_db()
+    if proposals.kind_of(intent.action_type) is not None:
+        return _apply_proposal(intent, decision=decision, principal=principal, via=via, now=now)
     return intent
+
+
+def _apply_proposal(
+    intent: Intent, *, decision: Decision, principal: Principal, via: str, now: datetime
+) -> Intent:
+    """An accepted proposal is applied here, in the approval's transaction, as a new version whose
+    evidence is this decision; the intent is then done (`executed`). The executor never touches
+    one. If a target changed since the proposal (or it no longer applies), the refusal rolls the
+    approval back with it: nothing is merged silently."""
+    proposal = proposals.parse(intent.action_type, intent.body)
+    evidence = proposals.ApprovalEvidence(
+        decision=decision.id, intent=intent.id, by=principal.name, via=via, at=now, proposed_by=intent.actor
+    )
+    result = proposals.accept(proposal, principal=principal, approval=evidence)
+    version = result.get("version")
+    return services.move_intent(
+        intent,
+        IntentStatus.EXECUTED,
+        by=principal,
+        via=via,
+        note=f"applied as version {version} of the {proposal.kind.label}",
+        now=now,
+        data={"version": version, "model": proposal.kind.label},
+        execution_result={"applied": True, "model": proposal.kind.label, "version": version},
+    )
 
 
 @transaction.atomic
@@ -217,6 +245,9 @@ def edit_and_approve(
             raise Refusal("title_too_long", "The title is longer than 300 characters.")
     if body is not None:
         edited.body = body
+        if proposals.kind_of(fresh.action_type) is not None:
+            # An edited proposal is held to the same schema as the agent's.
+            edited.body = proposals.parse(fresh.action_type, body).body()
     if amount_cents is not ...:
         if amount_cents is not None and (isinstance(amount_cents, bool) or amount_cents < 0):
             raise Refusal("invalid_amount", "The amount must be a whole number of cents, zero or more.")

@@ -64,6 +64,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from intents.gate import PROPOSAL_TYPES
 from intents.models import Intent, IntentStatus
 from intents.services import local_day, log_event, operator_tz, transition_intent
 from operator_site.face.envelope import Refusal
@@ -221,9 +222,14 @@ class Claim:
 
 
 def _claimable(now: datetime) -> Any:
-    qs = Intent.objects.filter(
-        Q(status__in=CLAIMABLE) | Q(status=IntentStatus.EXECUTING, lease_expires_at__lt=now)
-    ).order_by("id")
+    qs = (
+        Intent.objects.filter(
+            Q(status__in=CLAIMABLE) | Q(status=IntentStatus.EXECUTING, lease_expires_at__lt=now)
+        )
+        # A proposal is applied by the person's approval itself, never by the executor.
+        .exclude(action_type__in=PROPOSAL_TYPES)
+        .order_by("id")
+    )
     if connection.features.has_select_for_update_skip_locked:
         # PostgreSQL: a row another executor is claiming right now is skipped, not waited for.
         qs = qs.select_for_update(skip_locked=True)

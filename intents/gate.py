@@ -103,7 +103,17 @@ IRREVERSIBLE_TYPES = frozenset(
     }
 )
 SELF_TYPES = frozenset({"note", "reminder", "draft"})
-KNOWN_TYPES = SPEND_TYPES | CREDENTIAL_TYPES | SEND_TYPES | PUBLISH_TYPES | IRREVERSIBLE_TYPES | SELF_TYPES
+# A proposed change to the person's model (`operator_site.proposals`): applied only by their approval.
+PROPOSAL_TYPES = frozenset({"world_model_change", "goal_model_change"})
+KNOWN_TYPES = (
+    SPEND_TYPES
+    | CREDENTIAL_TYPES
+    | SEND_TYPES
+    | PUBLISH_TYPES
+    | IRREVERSIBLE_TYPES
+    | SELF_TYPES
+    | PROPOSAL_TYPES
+)
 
 # Recipients that mean the person themself (compared lower-cased, whitespace collapsed).
 SELF_RECIPIENTS = frozenset({"", "self", "me", "myself", "owner"})
@@ -233,6 +243,14 @@ RULES: tuple[Rule, ...] = (
         "Deleting, revoking, signing, submitting and other irreversible actions require human approval "
         "before execution.",
         lambda a: a.kind in IRREVERSIBLE_TYPES,
+    ),
+    Rule(
+        "proposal",
+        Verdict.REQUIRES_APPROVAL,
+        f"type is one of {_types(PROPOSAL_TYPES)}",
+        "A proposed change to the person's world model or goal model changes nothing until the person "
+        "accepts it; their approval is its evidence.",
+        lambda a: a.kind in PROPOSAL_TYPES,
     ),
     Rule(
         "unknown_type",

@@ -32,6 +32,7 @@ from intents.models import (
     IntentEvent,
     IntentStatus,
 )
+from operator_site import proposals
 from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
@@ -229,6 +230,10 @@ class ActionInput:
     body: str | None = None
     topic: str | None = None
     due: datetime | None = None
+    # A proposal (`operator_site.proposals`): the changes, the version read, why.
+    changes: list[dict[str, Any]] | None = None
+    proposed_against: int | None = None
+    reason: str | None = None
 
 
 def operator_tz() -> ZoneInfo:
@@ -322,13 +327,60 @@ def log_event(
     )
 
 
-def _clean_action(action: ActionInput) -> ActionInput:
+def _proposal_body(principal: Principal, action_type: str, action: ActionInput) -> str:
+    """A proposal's body: its changes validated by the gated tool's schema and tried against the
+    model now (in a savepoint, rolled back), so a proposal the person is asked about can be
+    applied as it stands. Refuses what could not be."""
+    extra = [
+        name
+        for name, value in (
+            ("recipient", action.recipient),
+            ("amount_cents", action.amount_cents),
+            ("body", action.body),
+            ("due", action.due),
+        )
+        if value not in (None, "")
+    ]
+    if extra:
+        raise Refusal(
+            "unexpected_argument",
+            f"A {action_type} proposal carries no {extra[0]}: only title, changes, proposed_against, reason "
+            "and topic.",
+            field=extra[0],
+        )
+    proposal = proposals.make(action_type, action.changes, action.proposed_against, action.reason)
+    preview = proposals.preview(proposal, principal=principal)
+    if not preview["ok"]:
+        raise Refusal(
+            preview["error"],
+            "This proposal could not be applied as it stands, so the person is not asked: "
+            + preview["reason"],
+        )
+    if not preview["rows"]:
+        raise Refusal(
+            "nothing_changed",
+            f"The {proposal.kind.label} already says exactly that; there is nothing to propose.",
+        )
+    return proposal.body()
+
+
+def _clean_action(action: ActionInput, principal: Principal) -> ActionInput:
     action_type = normalise_type(action.type)
     if not action_type:
         raise Refusal("type_required", "action.type is empty; say what kind of action this is.")
     title = " ".join(action.title.split())
     if not title:
         raise Refusal("title_required", "action.title is empty; give the action a title the person can read.")
+    body = action.body or ""
+    if proposals.kind_of(action_type) is not None:
+        body = _proposal_body(principal, action_type, action)
+    elif action.changes is not None or action.proposed_against is not None or action.reason:
+        raise Refusal(
+            "unexpected_argument",
+            "changes, proposed_against and reason belong to proposals (type world_model_change or "
+            f"goal_model_change), not to a {action_type}.",
+            field="changes",
+        )
     due = action.due
     if due is not None and timezone.is_naive(due):
         due = timezone.make_aware(due, operator_tz())
@@ -337,7 +389,7 @@ def _clean_action(action: ActionInput) -> ActionInput:
         title=title,
         recipient=(action.recipient or "").strip(),
         amount_cents=action.amount_cents,
-        body=action.body or "",
+        body=body,
         topic=normalise_topic(action.topic),
         due=due,
     )
@@ -357,7 +409,7 @@ def record_intent(
     A new intent that needs approval gets its decision row and one approval request notice.
     """
     now = now or timezone.now()
-    action = _clean_action(action)
+    action = _clean_action(action, principal)
     key = idempotency_key(action.type, action.title, action.recipient, action.amount_cents, action.body)
     day = local_day(now)
     # No look-up first: the unique (key, day) constraint decides, and only a duplicate reads the
@@ -425,7 +477,9 @@ def describe_intent(intent: Intent) -> str:
         lines.append(f"Due: {intent.due.astimezone(operator_tz()):%Y-%m-%d %H:%M %Z}")
     if intent.topic:
         lines.append(f"Topic: {intent.topic}")
-    if intent.body:
+    if proposals.kind_of(intent.action_type) is not None:
+        lines += ["", *proposals.describe(intent.action_type, intent.body)]
+    elif intent.body:
         lines += ["", intent.body]
     lines += ["", "Why it needs you:", *(f"- {reason}" for reason in intent.policy_reasons)]
     return "\n".join(lines)

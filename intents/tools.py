@@ -137,6 +137,17 @@ class ActionSpec(BaseModel):
     due: datetime | None = Field(
         None, description="When it should happen, ISO 8601 (no offset: the person's time zone)."
     )
+    changes: list[dict[str, Any]] | None = Field(
+        None,
+        max_length=50,
+        description="Only for type world_model_change / goal_model_change (a proposal): exactly the "
+        "`changes` operator_update_world_model / operator_reconcile_goal_model take. Nothing changes "
+        "until the person accepts the diff; their approval is the evidence.",
+    )
+    proposed_against: int | None = Field(
+        None, ge=0, description="A proposal: the model version you read (default: the current one)."
+    )
+    reason: str | None = Field(None, max_length=2000, description="A proposal: why, for the person.")
 
     @field_validator("amount_cents", mode="before")
     @classmethod
@@ -167,6 +178,15 @@ class RecordActionIntentArgs(ToolArgs):
         {"action": {"type": "spend", "title": "Annual plan renewal", "amount_cents": 4900}},
         {"action": {"type": "email", "title": "Reply to the landlord", "recipient": "landlord@example.com"}},
         {"action": {"type": "reminder", "title": "Call the dentist", "due": "2026-12-01T09:00"}},
+        {
+            "action": {
+                "type": "world_model_change",
+                "title": "Home city: Lisbon",
+                "changes": [{"op": "update", "kind": "identity", "key": "home_city", "value": "Lisbon"}],
+                "proposed_against": 12,
+                "reason": "You mentioned moving to Lisbon by voice; I could not quote it.",
+            }
+        },
     ],
 )
 def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[str, Any]:
@@ -177,7 +197,11 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
     `pending_approval`, and the person is asked once with the affordances accept, edit, respond,
     ignore; `deny` (sharing credentials or secrets) → `blocked`. Nothing is sent, spent or published
     by this call, and no tool can approve: the person does. The identical call again the same day
-    returns the same row with `created: false` and asks the person nothing new."""
+    returns the same row with `created: false` and asks the person nothing new.
+    Proposals: when your evidence for a high-stakes change is refused, record type world_model_change
+    (or goal_model_change) with the exact `changes` the gated tool takes (and `reason`): the person
+    sees the diff and accepts, edits or declines it; accepting applies it, with their approval as
+    the evidence."""
     action = args.action
     intent, created = services.record_intent(
         principal=call.principal,
@@ -189,6 +213,9 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
             body=action.body,
             topic=action.topic,
             due=action.due,
+            changes=action.changes,
+            proposed_against=action.proposed_against,
+            reason=action.reason,
         ),
     )
     return services.intent_dict(intent, created=created)

@@ -198,7 +198,7 @@ def test_concurrent_adds_with_retries_keep_ranks_dense_and_unique(owner, make_pr
                         "title": f"writer {i} step {j}",
                         "importance": 1,
                         "confirmedInConversation": True,
-                        "confirmationQuote": f"add the goal writer {i} step {j} to my list",
+                        "confirmationQuote": f"add the goal writer {i} step {j} to my list please",
                     },
                 )
                 if answer["ok"]:

@@ -72,6 +72,14 @@ def test_rule_one_is_the_seed_sentence_verbatim() -> None:
         ({"type": "delete"}, ["irreversible"], "requires_approval"),
         ({"type": "close-account"}, ["irreversible"], "requires_approval"),
         ({"type": "sign"}, ["irreversible"], "requires_approval"),
+        # proposals of a change to the person's model: always the person's
+        ({"type": "world_model_change"}, ["proposal"], "requires_approval"),
+        ({"type": "Goal-Model-Change"}, ["proposal"], "requires_approval"),
+        (
+            {"type": "goal_model_change", "recipient": "bob"},
+            ["other_recipient", "proposal"],
+            "requires_approval",
+        ),
         # unknown types fail closed
         ({"type": "launch_rocket"}, ["unknown_type"], "requires_approval"),
         ({"type": "notes"}, ["unknown_type"], "requires_approval"),
@@ -149,3 +157,9 @@ def test_docs_gate_md_shows_the_table_of_the_code() -> None:
 def test_the_rendering_escapes_pipes_in_cells() -> None:
     for line in gate.render_markdown().splitlines()[2 : 2 + len(gate.RULES)]:
         assert line.count(" | ") == 4
+
+
+def test_the_gates_proposal_types_are_the_registered_kinds() -> None:
+    from operator_site import proposals
+
+    assert set(proposals.action_types()) == gate.PROPOSAL_TYPES
