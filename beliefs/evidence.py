@@ -48,7 +48,8 @@ _SCAN = 5000
 # the person's words.
 ASK_INSTEAD = (
     "If the person's words are not enough, ask them to say it plainly through a human channel, or "
-    "propose the exact change with operator_record_action_intent for them to approve."
+    "propose the exact change for them to accept: operator_record_action_intent with action type "
+    "world_model_change (goal_model_change for goals) and these same changes."
 )
 
 OPERATIONS = ("add", "update", "retire", "remove", "pause", "resume", "review", "rank")

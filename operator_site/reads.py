@@ -47,6 +47,7 @@ from intents.services import active_directives, decision_dict, directive_dict, i
 from operator_site.compiled_sql import frozen_rows, memo
 from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent, Notification
+from operator_site.proposals import kind_of
 from runs import services as runs
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
@@ -281,6 +282,10 @@ def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[Task]]], int, boo
 
 
 # --- the goals section -------------------------------------------------------------------------------
+def is_proposal(intent: Intent) -> bool:
+    return kind_of(intent.action_type) is not None
+
+
 def _goals_section(limits: PacketLimits) -> dict[str, Any]:
     """Ranked active goals, the ordered priorities and the active projects, through the goal model's
     own read functions (`goals.goal_model`)."""
@@ -452,6 +457,11 @@ def context_packet(
         "awaiting_approval": {
             "items": [clip(intent_dict(i)) for i in approvals],
             **counted(figures["approvals"], len(approvals)),
+            # Changes to the person's model that wait for their approval (among the items shown):
+            # do not propose them again, and do not write them by another route meanwhile.
+            "proposals": [
+                {"id": i.id, "type": i.action_type, "title": i.title} for i in approvals if is_proposal(i)
+            ],
         },
         "directives": {
             "items": [clip(directive_dict(d, now)) for d in directives[: limits.directives]],

@@ -326,3 +326,32 @@ def test_a_stale_goal_model_proposal_is_refused_and_an_accepted_one_is_one_tap_f
     # ... and, like any high-stakes write, it is one tap from undone.
     goal_model.undo_version(number=done.execution_result["version"], principal=owner.principal)
     assert [g.title for g in Goal.objects.order_by("importance")] == ["Learn Italian", "Run a marathon"]
+
+
+def test_the_packet_lists_pending_proposals(agent) -> None:
+    made = _propose(agent, HOME)
+    run_tool(
+        agent.principal, RECORD, {"action": {"type": "email", "title": "Hi", "recipient": "bob@example.com"}}
+    )
+    packet = run_tool(agent.principal, "operator_context_packet", {})
+    assert packet["awaiting_approval"]["total"] == 2
+    assert packet["awaiting_approval"]["proposals"] == [
+        {"id": made["id"], "type": "world_model_change", "title": "Home city: Lisbon"}
+    ]
+
+
+def test_an_evidence_refusal_points_to_a_proposal(owner, agent, say) -> None:
+    say("Maybe my home city is Lisbon now.")
+    refused = run_tool(
+        agent.principal,
+        "operator_update_world_model",
+        {
+            "changes": HOME,
+            "confirmedInConversation": True,
+            "confirmationQuote": "Maybe my home city is Lisbon now.",
+        },
+    )
+    assert refused["error"] == "confirmation_not_firm"
+    assert "world_model_change" in refused["reason"]
+    # ... and the proposal it points to is one call away, with the same changes.
+    assert _propose(agent, HOME)["status"] == "pending_approval"
