@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from beliefs import services
+from operator_site.display import Identifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -56,7 +57,7 @@ class BeliefChange(BaseModel):
         description="add a new belief, update an active one (value and/or confidence), or retire one."
     )
     kind: BeliefKind = Field(description="The belief's kind; high-stakes kinds need confirmation evidence.")
-    key: str = Field(
+    key: Identifier = Field(
         min_length=1,
         max_length=services.MAX_KEY_CHARS,
         description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from goals import goal_model, services
+from operator_site.display import Identifier, IdOrIdentifier, check_identifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -31,7 +32,7 @@ class TaskPatch(BaseModel):
 
 class UpdateTaskArgs(ToolArgs):
     id: int | None = Field(None, ge=1, description="The task's id.")
-    key: str | None = Field(
+    key: Identifier | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9_-]{0,119}$",
         description="A stable slug; an unknown key creates the task (give it a title).",
@@ -39,11 +40,11 @@ class UpdateTaskArgs(ToolArgs):
     patch: TaskPatch = Field(
         default_factory=TaskPatch, description="Only the fields to change; unknown fields are refused."
     )
-    goal: StrictInt | str | None = Field(
+    goal: IdOrIdentifier | None = Field(
         None,
         description='Link the task to a goal: its id, or a title matching exactly one goal; "" unlinks.',
     )
-    project: StrictInt | str | None = Field(
+    project: IdOrIdentifier | None = Field(
         None,
         description='Link the task to a project: its id, or a title matching exactly one project; "" '
         "unlinks.",
@@ -158,11 +159,13 @@ class ApplyGoalChangeArgs(ToolArgs):
         description="pause (active/under review → paused), resume (paused/under review → active), add, "
         "remove, mark_under_review (active/paused → under review), rerank (move to `importance`)."
     )
-    goal: StrictInt | str | None = Field(
+    goal: IdOrIdentifier | None = Field(
         None,
         description="The goal: its id, or a title matching exactly one goal (case-insensitive). Not for add.",
     )
-    title: str | None = Field(None, min_length=1, max_length=300, description="add: the new goal's title.")
+    title: Identifier | None = Field(
+        None, min_length=1, max_length=300, description="add: the new goal's title."
+    )
     detail: str | None = Field(None, max_length=4000, description="add: what the goal means, optional.")
     importance: int | None = Field(
         None,
@@ -236,7 +239,7 @@ class GoalModelChangeItem(BaseModel):
         description="goal: add, update, pause, resume, mark_under_review, remove, rerank. priority: add, "
         "update, move, remove. project: add, update, remove."
     )
-    target: StrictInt | str | None = Field(
+    target: IdOrIdentifier | None = Field(
         None,
         description="Not for add: the item's id, or its exact title (a priority's name) matching exactly "
         "one item.",
@@ -247,6 +250,20 @@ class GoalModelChangeItem(BaseModel):
         "(add/update), position (add/move). project: title, detail, status (active|paused|done), goal "
         "(id or title; null unlinks) for add/update.",
     )
+
+    @field_validator("fields")
+    @classmethod
+    def _titles_are_identifiers(cls, fields: dict[str, Any]) -> dict[str, Any]:
+        # Titles and names are what later changes target (and the goal link targets one now): they
+        # refuse hidden characters at the door, like every identifier (operator_site.display).
+        for name in ("title", "name", "goal"):
+            value = fields.get(name)
+            if isinstance(value, str):
+                try:
+                    check_identifier(value)
+                except ValueError as exc:
+                    raise ValueError(f"fields.{name} {exc}") from None
+        return fields
 
 
 class ReconcileGoalModelArgs(ToolArgs):
