@@ -48,7 +48,7 @@ from typing import Annotated, Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from pydantic import AfterValidator, StrictInt
+from pydantic import BeforeValidator, StrictInt
 
 # Letters and marks that are not format characters but render as nothing (or as blank space).
 _BLANK_LOOKING = frozenset(
@@ -256,9 +256,10 @@ def _check_identifier(value: Any) -> Any:
 
 
 # A pydantic type for identifier-like tool arguments: refused (invalid_arguments, naming the field and
-# the character) if they hold a hidden character. Combine with Field(...) as usual.
-Identifier = Annotated[str, AfterValidator(_check_identifier)]
+# the character) if they hold a hidden character. Combine with Field(...) as usual. Checked before the
+# field's own constraints (a pattern, a length), so the refusal always names the character.
+Identifier = Annotated[str, BeforeValidator(_check_identifier)]
 # A target named by id or by its title: the title is checked as an identifier (the refusal names the
 # field itself, not a branch of the union).
-IdOrIdentifier = Annotated[StrictInt | str, AfterValidator(_check_identifier)]
+IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(_check_identifier)]
 check_identifier = _check_identifier
