@@ -102,7 +102,8 @@ class WebhookReceiver:
                     time.sleep(self.interval)
             else:
                 status = int(mode.split(":", 1)[1]) if mode.startswith("status:") else 204
-                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+                head = f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                conn.sendall(head.encode())
         except OSError:
             pass  # the client went away (that is what a deadline does)
         finally:
@@ -194,4 +195,3 @@ class SMTPDripServer:
             pass
         finally:
             conn.close()
-

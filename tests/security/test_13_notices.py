@@ -63,7 +63,14 @@ def _sentence_belief(owner: Any, agent: Any) -> dict[str, Any]:
         agent,
         "operator_update_world_model",
         {
-            "changes": [{"op": "add" if not _has_name() else "update", "kind": "identity", "key": "name", "value": value}],
+            "changes": [
+                {
+                    "op": "add" if not _has_name() else "update",
+                    "kind": "identity",
+                    "key": "name",
+                    "value": value,
+                }
+            ],
             "confirmedInConversation": True,
             "confirmationQuote": sentence,
         },
@@ -153,14 +160,16 @@ def test_no_directive_holds_a_safety_notice(make_principal, settings, scorecard)
         # The control: an ordinary notice IS held by this directive (so the directive was in force).
         ordinary, _ = intents.record_intent(
             principal=agent,
-            action=intents.ActionInput(type="spend", title=f"Renew plan {kind}", amount_cents=100, topic="credentials"),
+            action=intents.ActionInput(
+                type="spend", title=f"Renew plan {kind}", amount_cents=100, topic="credentials"
+            ),
         )
         approval = Notification.objects.get(dedupe_key=f"intent:{ordinary.id}")
         assert approval.state == Notification.State.HELD, (kind, approval.state)
         run_tool(agent, "operator_clear_directive", {"all": True})
     scorecard(
         13,
-        "held: 3 directives × 4 kinds of safety notice (blocked intent, goal, belief, revert) set by the agent",
+        "held: 3 directives x 4 kinds of safety notice (blocked intent, goal, belief, revert) set by the agent",
         cases=cases,
         bypasses=len(found),
         found=found,
@@ -304,7 +313,11 @@ def test_no_content_makes_a_safety_notice_undeliverable(make_principal, settings
             done = goal_model.reconcile_goal_model(
                 principal=agent,
                 changes=[
-                    {"entity": "project", "op": "add", "fields": {"title": "Shed\r\nBcc: evil@example.com\u2028x"}},
+                    {
+                        "entity": "project",
+                        "op": "add",
+                        "fields": {"title": "Shed\r\nBcc: evil@example.com\u2028x"},
+                    },
                     {"entity": "goal", "op": "add", "fields": {"title": title}},
                 ],
                 confirmed=True,
@@ -330,7 +343,12 @@ def test_no_content_makes_a_safety_notice_undeliverable(make_principal, settings
             and len(receiver.hits) == before
             and "(will not be retried)" in refused.last_error
         ):
-            found["webhook 413"] = [refused.state, refused.failed_channels, refused.escalated_at, refused.last_error]
+            found["webhook 413"] = [
+                refused.state,
+                refused.failed_channels,
+                refused.escalated_at,
+                refused.last_error,
+            ]
         # 5. No channel takes it at all (no email, the webhook refuses): failed, escalated, banner.
         settings.OPERATOR_NOTIFY_EMAIL = ""
         cases += 1
@@ -358,7 +376,9 @@ def test_a_dripping_webhook_never_pins_delivery_nor_doubles_the_email(
     receiver = WebhookReceiver(mode="drip", interval=0.5, drip_s=20).start()
     settings.OPERATOR_WEBHOOK_URL = receiver.url
     settings.OPERATOR_WEBHOOK_TIMEOUT_S = 1.0
-    user = django_user_model.objects.create_user("person", password="pw-person-123", is_staff=True, is_superuser=True)
+    user = django_user_model.objects.create_user(
+        "person", password="pw-person-123", is_staff=True, is_superuser=True
+    )
     owner = make_principal("person", kind="human", user=user).principal
     agent = make_principal("scout").principal
     found: dict[str, Any] = {}
@@ -392,7 +412,9 @@ def test_a_dripping_webhook_never_pins_delivery_nor_doubles_the_email(
         logged = [r for r in caplog.records if r.levelno == logging.ERROR and "UNDELIVERED" in r.getMessage()]
         client.login(username="person", password="pw-person-123")
         dashboard = client.get("/admin/").content.decode()
-        if not (notice.id in report.escalated and alerts and logged and 'id="op-undelivered-banner"' in dashboard):
+        if not (
+            notice.id in report.escalated and alerts and logged and 'id="op-undelivered-banner"' in dashboard
+        ):
             found["escalation"] = [report.escalated, len(alerts), len(logged), "banner" in dashboard]
         # The receiver recovers: delivered; the email was never sent again, the webhook got it once.
         receiver.mode = "ok"
