@@ -20,6 +20,7 @@ def _cell(tag: str, text: bytes) -> bytes:
     """A before/after cell as the diff renders it: agent text direction-isolated (operator_site.display)."""
     return f"<{tag}>".encode() + b'<bdi class="op-agent">' + text + f"</bdi></{tag}>".encode()
 
+
 pytestmark = pytest.mark.django_db
 
 UPDATE = "operator_update_world_model"
