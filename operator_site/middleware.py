@@ -7,7 +7,9 @@ for every HTML response Django serves (admin, revert pages, the API's docs):
 - a hidden character that reached the page's *text* unmarked becomes the same marked token the filter
   writes (in ``<title>``, where markup cannot go, the plain token). Text inside ``<script>``,
   ``<style>`` and ``<textarea>`` and attribute values are left as they are: they are data a form
-  sends back (the edit form's fields must submit exactly what is stored), not what the page shows;
+  sends back, and rewriting them here would change what is submitted behind the person's back (the
+  approval page's edit form prefills its fields with the tokens itself, ``|visible_plain``, so what
+  is submitted is what was seen);
 - a page that shows any such character — marked by the filter or here, or left in an attribute —
   gets a banner at the top naming them (where the console's base template leaves its marker, else
   right after ``<body>``).

@@ -223,8 +223,7 @@ _CSP_WATCH = """() => {
 
 # The left edge of every character of an element's text, in logical order: laid out left to right
 # (nothing reordered) means each starts at or right of the one before on its line.
-_ORDER = """(selector) => {
-  const root = document.querySelector(selector);
+_ORDER = """(root) => {
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   const lefts = [];
   let node;
@@ -252,14 +251,18 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
     as a marked token, in the order stored, says so at the top, and runs under the CSP."""
     from intents import services as intents
 
-    agent = make_principal("scout", kind="agent")
-    with transaction.atomic():
-        intent, _ = intents.record_intent(
-            principal=agent.principal,
-            action=intents.ActionInput(
-                type="spend", title="Pay the \u202eeciovni\u202c", recipient=RECIPIENT, amount_cents=120000, body=BODY
-            ),
-        )
+    def make() -> Any:
+        agent = make_principal("scout", kind="agent")
+        with transaction.atomic():
+            intent, _ = intents.record_intent(
+                principal=agent.principal,
+                action=intents.ActionInput(
+                    type="spend", title="Pay the \u202eeciovni\u202c", recipient=RECIPIENT, amount_cents=120000, body=BODY
+                ),
+            )
+        return intent
+
+    intent = _db(make)  # Playwright's sync API keeps an event loop in this thread
     server = start_uvicorn()
     page = browser_page
     violations: list[str] = []
@@ -275,8 +278,12 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
         assert shown == "DE89 3704 0044 0532 [U+202E]0130 00[U+202C] [U+200B]Bob", shown
         body_cell = page.locator("tr", has=page.locator("th", has_text="body")).locator("td")
         assert "[U+2066]backups[U+2069] [U+200D][U+202E]# just a comment[U+202C]" in body_cell.inner_text()
-        for selector in ("#content-main h2", "tr:has(th:text('recipient')) td", "tr:has(th:text('body')) td"):
-            assert page.evaluate(_ORDER, selector) == 0, f"{selector} is laid out out of order"
+        for name, element in (
+            ("title", page.locator("#content-main h2").first),
+            ("recipient", recipient_cell),
+            ("body", body_cell),
+        ):
+            assert element.evaluate(_ORDER) == 0, f"the {name} is laid out out of order"
         # The tokens are marked (a styled element), not just text.
         assert page.locator("td .op-hidden").count() >= 7
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -287,12 +294,19 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
             "(t) => { const p = document.createElement('p'); p.id = 'raw'; p.textContent = t; document.body.prepend(p); }",
             RECIPIENT,
         )
-        assert page.evaluate(_ORDER, "#raw") > 0
+        assert page.locator("#raw").evaluate(_ORDER) > 0
         # The console works under the Content-Security-Policy: pages, the changelist's script, no violation.
-        for path in ("/admin/", "/admin/intents/intent/", f"/admin/intents/intent/{intent.pk}/change/", "/admin/beliefs/belief/"):
+        for path in (
+            "/admin/",
+            "/admin/intents/intent/",
+            f"/admin/intents/intent/{intent.pk}/change/",
+            "/admin/beliefs/belief/",
+            "/admin/operator_site/notification/",
+            "/api/docs",
+        ):
             page.goto(f"{server.url}{path}")
             assert page.evaluate("window.__csp") == [], (path, page.evaluate("window.__csp"))
-        page.goto(f"{server.url}/admin/intents/intent/")
+        page.goto(f"{server.url}/admin/operator_site/notification/")
         page.locator("input.action-select").first.check()
         assert "1 of" in page.inner_text(".action-counter")  # the admin's own actions.js runs
         assert violations == []
