@@ -3,7 +3,8 @@
 ``{{ value|visible }}`` — escaped, hidden characters (controls, direction overrides, zero-width and
 other invisible characters) as marked tokens like ``[U+202E]``, direction isolated in ``<bdi>``.
 Use it for every agent-written string a person reads. ``{{ value|visible_plain }}`` — the same tokens
-as plain text, for the initial value of a form field (autoescaped as usual). The rules live in `operator_site.display`.
+as plain text, for the initial value of a form field (autoescaped as usual). The rules live in
+`operator_site.display`.
 """
 
 from __future__ import annotations

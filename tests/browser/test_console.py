@@ -218,7 +218,8 @@ BODY = "Pay the invoice.\nrm -rf ~/\u2066backups\u2069 \u200d\u202e# just a comm
 
 _CSP_WATCH = """() => {
   window.__csp = [];
-  document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+  document.addEventListener(
+    'securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
 }"""
 
 # The left edge of every character of an element's text, in logical order: laid out left to right
@@ -257,7 +258,11 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
             intent, _ = intents.record_intent(
                 principal=agent.principal,
                 action=intents.ActionInput(
-                    type="spend", title="Pay the \u202eeciovni\u202c", recipient=RECIPIENT, amount_cents=120000, body=BODY
+                    type="spend",
+                    title="Pay the \u202eeciovni\u202c",
+                    recipient=RECIPIENT,
+                    amount_cents=120000,
+                    body=BODY,
                 ),
             )
         return intent
@@ -291,7 +296,8 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
         # The control: the same text put on a page as it is IS reordered — so the check above can fail.
         page.goto(f"{server.url}/admin/")
         page.evaluate(
-            "(t) => { const p = document.createElement('p'); p.id = 'raw'; p.textContent = t; document.body.prepend(p); }",
+            "(t) => { const p = document.createElement('p'); p.id = 'raw'; p.textContent = t;"
+            " document.body.prepend(p); }",
             RECIPIENT,
         )
         assert page.locator("#raw").evaluate(_ORDER) > 0

@@ -72,7 +72,11 @@ def test_webhook_calls_never_outlive_their_deadline(settings, scorecard) -> None
             settings.OPERATOR_WEBHOOK_URL = receiver.url
             elapsed, notice = _deliver_one(settings)
             times[name] = round(elapsed, 2)
-            if elapsed > DEADLINE_S + MARGIN_S or notice.state != "pending" or "total deadline" not in notice.last_error:
+            if (
+                elapsed > DEADLINE_S + MARGIN_S
+                or notice.state != "pending"
+                or "total deadline" not in notice.last_error
+            ):
                 found[name] = [round(elapsed, 2), notice.state, notice.last_error[:200]]
     finally:
         for receiver in receivers.values():
@@ -97,7 +101,9 @@ def test_smtp_sends_never_outlive_their_deadline(settings, scorecard) -> None:
     servers = {
         "drips its greeting, 1 byte / 0.5 s": SMTPDripServer(mode="drip-greeting", interval=0.5).start(),
         "greets, then never answers": SMTPDripServer(mode="hang-after-greeting").start(),
-        "drips its answer to the message, 1 byte / 0.2 s": SMTPDripServer(mode="drip-data", interval=0.2).start(),
+        "drips its answer to the message, 1 byte / 0.2 s": SMTPDripServer(
+            mode="drip-data", interval=0.2
+        ).start(),
     }
     found = {}
     times = {}
@@ -106,7 +112,11 @@ def test_smtp_sends_never_outlive_their_deadline(settings, scorecard) -> None:
             settings.EMAIL_PORT = server.port
             elapsed, notice = _deliver_one(settings)
             times[name] = round(elapsed, 2)
-            if elapsed > DEADLINE_S + MARGIN_S or notice.state != "pending" or "total deadline" not in notice.last_error:
+            if (
+                elapsed > DEADLINE_S + MARGIN_S
+                or notice.state != "pending"
+                or "total deadline" not in notice.last_error
+            ):
                 found[name] = [round(elapsed, 2), notice.state, notice.last_error[:200]]
     finally:
         for server in servers.values():
