@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from beliefs.services import MAX_KEY_CHARS, MAX_VALUE_CHARS
+from operator_site.display import Identifier
 
 BeliefKind = Literal[
     "identity", "goal", "behavior_policy", "constraint", "preference", "note", "project", "risk"
@@ -21,7 +22,7 @@ class BeliefChange(BaseModel):
         description="add a new belief, update an active one (value and/or confidence), or retire one."
     )
     kind: BeliefKind = Field(description="The belief's kind; high-stakes kinds need confirmation evidence.")
-    key: str = Field(
+    key: Identifier = Field(
         min_length=1,
         max_length=MAX_KEY_CHARS,
         description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",

@@ -24,8 +24,8 @@ high-stakes, exactly as the world model's ``goal`` kind: confirmedInConversation
 matches a recent human-authored instruction and mentions the goal (its title) or the new value;
 one instruction authorises a change of a given goal once (and the addition of a given title
 once). Projects are low-stakes (the world model's ``project`` kind), applied freely. Every change
-and every revert — whatever its stakes — notifies the person with a safety notice carrying a
-one-tap revert link.
+and every revert notifies the person with a notice carrying a one-tap revert link: a safety notice
+when it touched anything high-stakes, an ordinary one when it touched projects only.
 
 Targets are found by id, or by a title (a name, for priorities) compared case-insensitively with
 whitespace collapsed: it must match exactly one item. Items that are not removed are searched
@@ -1095,12 +1095,17 @@ def _summary(planned: Planned) -> str:
 
 # --- notices ---------------------------------------------------------------------------------------
 def _notify(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:
-    """Every version — a change or a revert, whatever its stakes — notifies the person."""
+    """Every version — a change or a revert, whatever its stakes — notifies the person: with a safety
+    notice if it touched anything high-stakes (goals, priorities, their rankings), else with an
+    ordinary one (projects only: held, capped and digested like any other, so free edits can never
+    bury a safety notice)."""
     lines = []
+    high = False
     for row in _rows(committed.changes):
         marker = "HIGH-STAKES " if row["stakes"] == "high" else ""
+        high = high or row["stakes"] == "high"
         lines.append(f"- {marker}{row['what']}: {row['before'] or '—'} → {row['after'] or '—'}")
-    return notify_version(GOAL_MODEL, SCOPE, committed, lines, confirmation=confirmation)
+    return notify_version(GOAL_MODEL, SCOPE, committed, lines, confirmation=confirmation, safety=high)
 
 
 # --- describing (answers, notices, admin pages, the one-tap link) -------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from beliefs.evidence import QUOTE_DESCRIPTION
 from goals import goal_model, services
 from goals.schemas import GoalModelChangeItem
+from operator_site.display import Identifier, IdOrIdentifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -33,7 +34,7 @@ class TaskPatch(BaseModel):
 
 class UpdateTaskArgs(ToolArgs):
     id: int | None = Field(None, ge=1, description="The task's id.")
-    key: str | None = Field(
+    key: Identifier | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9_-]{0,119}$",
         description="A stable slug; an unknown key creates the task (give it a title).",
@@ -41,11 +42,11 @@ class UpdateTaskArgs(ToolArgs):
     patch: TaskPatch = Field(
         default_factory=TaskPatch, description="Only the fields to change; unknown fields are refused."
     )
-    goal: StrictInt | str | None = Field(
+    goal: IdOrIdentifier | None = Field(
         None,
         description='Link the task to a goal: its id, or a title matching exactly one goal; "" unlinks.',
     )
-    project: StrictInt | str | None = Field(
+    project: IdOrIdentifier | None = Field(
         None,
         description='Link the task to a project: its id, or a title matching exactly one project; "" '
         "unlinks.",
@@ -157,11 +158,13 @@ class ApplyGoalChangeArgs(ToolArgs):
         description="pause (active/under review → paused), resume (paused/under review → active), add, "
         "remove, mark_under_review (active/paused → under review), rerank (move to `importance`)."
     )
-    goal: StrictInt | str | None = Field(
+    goal: IdOrIdentifier | None = Field(
         None,
         description="The goal: its id, or a title matching exactly one goal (case-insensitive). Not for add.",
     )
-    title: str | None = Field(None, min_length=1, max_length=300, description="add: the new goal's title.")
+    title: Identifier | None = Field(
+        None, min_length=1, max_length=300, description="add: the new goal's title."
+    )
     detail: str | None = Field(None, max_length=4000, description="add: what the goal means, optional.")
     importance: int | None = Field(
         None,

@@ -456,6 +456,8 @@ def record_intent(
             body=describe_intent(intent) + "\n\nThe gate denied it; nothing will be done.",
             topic=intent.topic,
             dedupe_key=f"intent-blocked:{intent.id}",
+            safety=True,  # never held by a directive: the agent it is about could set one
+            source=principal,  # the per-agent backstop (operator_site.notifications)
         )
     return intent, True
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intents import services
+from operator_site.display import Identifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -25,7 +26,7 @@ class SetDirectiveArgs(ToolArgs):
         description="quiet: hold every notification except safety notices; topic_mute: hold those about "
         "`topic`; focus: hold everything not about `topic`."
     )
-    topic: str | None = Field(
+    topic: Identifier | None = Field(
         None, min_length=1, max_length=100, description="Required for topic_mute and focus; not for quiet."
     )
     minutes: int = Field(
@@ -114,14 +115,14 @@ class ActionSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: str = Field(
+    type: Identifier = Field(
         min_length=1,
         max_length=64,
         description="What kind of action: e.g. spend, purchase, subscribe, send, email, publish, delete, "
         "note, reminder, draft. Unknown types require the person's approval.",
     )
     title: str = Field(min_length=1, max_length=300, description="One line the person can decide on.")
-    recipient: str | None = Field(
+    recipient: Identifier | None = Field(
         None, max_length=300, description="Who receives it; omit (or `self`) when it is for the person."
     )
     amount_cents: int | None = Field(
@@ -131,7 +132,7 @@ class ActionSpec(BaseModel):
         description="Money involved, in whole cents; any positive amount needs approval.",
     )
     body: str | None = Field(None, max_length=20_000, description="The text to send, publish or keep.")
-    topic: str | None = Field(
+    topic: Identifier | None = Field(
         None, max_length=100, description="What it is about; directives (topic_mute, focus) match on it."
     )
     due: datetime | None = Field(

@@ -63,7 +63,14 @@ class AuditEventAdmin(ReadOnlyAdmin):
 @admin.register(Notification)
 class NotificationAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "kind", "title", "safety", "state", "acknowledged_at", "revert")
-    list_filter = ("safety", "state", "kind", ("acknowledged_at", admin.EmptyFieldListFilter))
+    list_filter = (
+        "safety",
+        "state",
+        "kind",
+        ("acknowledged_at", admin.EmptyFieldListFilter),
+        ("delivered_at", admin.EmptyFieldListFilter),
+        ("escalated_at", admin.EmptyFieldListFilter),
+    )
     search_fields = ("title", "body", "topic")
     date_hierarchy = "created_at"
     actions = ("acknowledge_selected",)

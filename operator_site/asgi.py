@@ -26,12 +26,16 @@ from starlette.types import Receive, Scope, Send
 
 django_application = get_asgi_application()
 
+from operator_site import display  # noqa: E402
 from operator_site.face import registry  # noqa: E402
 from operator_site.face.endpoint import mcp_endpoint  # noqa: E402
 
 registry.all_tools()  # build every SDK Tool object now, not on the first request
+display.hidden_re()  # and the hidden-character classes the argument checks and pages use
 
-_static = StaticFiles(packages=[("django.contrib.admin", "static"), ("ninja", "static")])
+_static = StaticFiles(
+    packages=[("django.contrib.admin", "static"), ("ninja", "static"), ("operator_site", "static")]
+)
 _STATIC_PREFIX = settings.STATIC_URL.rstrip("/")
 
 

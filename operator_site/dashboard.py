@@ -1,7 +1,8 @@
 """The admin index as a review dashboard: what needs the person, and where things stand.
 
 A fixed handful of small queries, whatever the size of the history: intents awaiting approval
-(count and the oldest), safety notices not yet acknowledged, the latest world-model and goal-model
+(count and the oldest), safety notices not delivered in time (a banner), safety notices not yet
+acknowledged, the latest world-model and goal-model
 changes, the current run, and today's operator day.
 """
 
@@ -24,6 +25,23 @@ def _latest_version(model: Any, admin_name: str) -> dict[str, Any] | None:
         "at": version.created_at,
         "url": reverse(f"admin:{admin_name}_change", args=[version.number]),
         "list_url": reverse(f"admin:{admin_name}_changelist"),
+    }
+
+
+def _undelivered(now: Any) -> dict[str, Any]:
+    """Safety notices the person has not been reached with (the escalation banner): computed on every
+    view of the dashboard, whether or not the deliverer's escalation step has run."""
+    from django.conf import settings
+
+    from operator_site.notifications import overdue_safety_notices
+
+    overdue = overdue_safety_notices(now).filter(acknowledged_at__isnull=True)
+    return {
+        "count": overdue.count(),
+        "notices": list(overdue[:5]),
+        "minutes": f"{settings.OPERATOR_SAFETY_ESCALATE_MINUTES:g}",
+        "url": reverse("admin:operator_site_notification_changelist")
+        + "?safety__exact=1&delivered_at__isempty=1",
     }
 
 
@@ -57,6 +75,7 @@ def review_summary() -> dict[str, Any]:
             "url": reverse("admin:operator_site_notification_changelist")
             + "?safety__exact=1&acknowledged_at__isnull=True",
         },
+        "undelivered": _undelivered(now),
         "world_model": _latest_version(WorldModelVersion, "beliefs_worldmodelversion"),
         "goal_model": _latest_version(GoalModelVersion, "goals_goalmodelversion"),
         "run": {

@@ -682,12 +682,15 @@ def notify_version(
     *,
     confirmation: Any = None,
     closing: str = UNDO_IT,
+    safety: bool = True,
 ) -> Notification:
-    """The safety notice of one version — a change or a revert — carrying the one-tap revert link
+    """The notice of one version — a change or a revert — carrying the one-tap revert link
     (subject ``scope``/version number): who did what, the app's ``lines`` (what changed), the
     ``confirmation`` it relied on (its ``notice_lines()``: a `beliefs.evidence.Confirmation`'s
     instruction and quoted span, or an `ApprovalEvidence`'s decision), then ``closing``. Kind
-    ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>"."""
+    ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>".
+    A safety notice (`operator_site.notifications`) unless ``safety=False``: a version that touched
+    nothing high-stakes makes an ordinary notice (held, capped and digested like any other)."""
     version = committed.version
     if version.operation == Operation.CHANGE:
         kind = f"{scope}_change"
@@ -709,7 +712,7 @@ def notify_version(
         title=f"{lineage.label[:1].upper()}{lineage.label[1:]} v{version.number}: {version.summary}",
         body="\n".join(body),
         topic=lineage.label,
-        safety=True,
+        safety=safety,
         subject_kind=scope,
         subject_id=version.number,
     )

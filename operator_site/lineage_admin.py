@@ -28,9 +28,15 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from operator_site.admin import ReadOnlyAdmin
+from operator_site.display import visible_html
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import Reverter, VersionRecord
 from operator_site.views import human_principal
+
+
+def _shown(value: Any) -> SafeString | str:
+    """A before/after value as the person must see it (operator_site.display); "—" for nothing."""
+    return visible_html(value) if value else "—"
 
 
 def diff_table(rows: list[dict[str, Any]], what_label: str = "what · field") -> SafeString:
@@ -40,7 +46,7 @@ def diff_table(rows: list[dict[str, Any]], what_label: str = "what · field") ->
     body = format_html_join(
         "",
         "<tr><td>{}</td><td><del>{}</del></td><td><ins>{}</ins></td></tr>",
-        ((r["what"], r["before"] or "—", r["after"] or "—") for r in rows),
+        ((visible_html(r["what"]), _shown(r["before"]), _shown(r["after"])) for r in rows),
     )
     return format_html(
         "<table><thead><tr><th>{}</th><th>before</th><th>after</th></tr></thead><tbody>{}</tbody></table>",
@@ -64,10 +70,10 @@ def history_table(reverter: Reverter, entity: str) -> SafeString:
                     url,
                     version.number,
                     version.operation,
-                    version.actor,
-                    diff["what"],
-                    diff["before"] or "—",
-                    diff["after"] or "—",
+                    visible_html(version.actor),
+                    visible_html(diff["what"]),
+                    _shown(diff["before"]),
+                    _shown(diff["after"]),
                     version.created_at,
                 )
             )

@@ -137,9 +137,12 @@ class Notification(models.Model):
     """A notice to the person: created in the same transaction as the change it reports (an
     outbox), delivered after commit by email and/or webhook, retried until delivered, never lost.
 
-    Safety notices (every high-stakes write, every revert of one, every goal-model change) carry a
-    one-tap revert link and are never held by directives. Other notices (approval requests,
-    digests) are held while a directive says so and released when it lapses.
+    Safety notices (every high-stakes world- or goal-model write, every revert or restore of one,
+    every intent the gate blocks) are never held by directives, never coalesced into a digest (one
+    per-agent backstop on "blocked" aside: see notifications.py), never capped by anything ordinary
+    notices fill, and escalated when still undelivered after a few minutes. Versions carry a one-tap
+    revert link. Ordinary notices (approval requests, low-stakes goal-model edits, digests) are held
+    while a directive says so, capped per kind and hour, and released when the directive lapses.
     """
 
     class State(models.TextChoices):
@@ -149,6 +152,7 @@ class Notification(models.Model):
         HELD = "held", "held by a directive"
         WITHDRAWN = "withdrawn", "withdrawn before delivery (no longer relevant)"
         COALESCED = "coalesced", "coalesced into a digest (over the hourly cap of its kind)"
+        FAILED = "failed", "undeliverable (every channel failed for a reason retrying cannot fix)"
 
     kind = models.CharField(max_length=48, db_index=True)
     title = models.CharField(max_length=300)
@@ -168,7 +172,20 @@ class Notification(models.Model):
     next_attempt_at = models.DateTimeField(default=timezone.now)
     claimed_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
-    channels = models.JSONField(default=list, blank=True, help_text="Where it was delivered.")
+    channels = models.JSONField(
+        default=list, blank=True, help_text="Where it was delivered (recorded as each channel takes it)."
+    )
+    failed_channels = models.JSONField(
+        default=list, blank=True, help_text="Channels that refused it for a reason retrying cannot fix."
+    )
+    # Who caused it, where that bounds a flood (an agent's blocked intents): the per-source backstop.
+    source = models.ForeignKey(Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # The deliverer holding the claim (a fencing token): a deliverer that lost its claim writes nothing.
+    claim = models.CharField(max_length=32, blank=True, default="", editable=False)
+    escalated_at = models.DateTimeField(
+        null=True, blank=True, help_text="A safety notice undelivered after a few minutes: escalated."
+    )
+    escalation = models.TextField(blank=True, default="", help_text="What the escalation did.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)

@@ -1,31 +1,46 @@
-"""Notices to the person: created with the change they report, delivered after it commits, held
-by directives when they may be, retried until delivered, and — for safety notices — one tap from
-undoing the change.
+"""Notices to the person: created with the change they report, delivered after it commits, and —
+for safety notices — impossible for anything an agent does to hold, bury, make undeliverable or pin.
 
-- `notify()` writes the row inside the caller's transaction (an outbox: if the change rolls back,
-  so does its notice) and asks for delivery once the transaction commits.
-- `deliver_due()` claims due notices with a conditional update (so two workers never send the same
-  one), decides for each whether a directive holds it, sends it by email and/or webhook, and on
-  failure records the error and schedules a retry with backoff. Each channel is sent once: a retry
-  only tries the channels that have not taken the notice yet. It also releases held notices whose
-  directive has lapsed or been cleared. The ticks and `manage.py operator_deliver` call it, so
-  nothing depends on the in-process kick after commit.
-- Safety notices (`safety=True`) are never held. Others are held while `quiet` is in force, while
-  their topic is muted, or while a `focus` is in force on another topic (the rule lives with the
-  directives: `intents.services.hold_reason`).
-- A revertible notice carries a signed, expiring link (`revert_url`). It opens a confirmation page
-  for a logged-in person; the revert it performs is done by the handler the subject's app
-  registered (`register_revert_handler`), and the link works once.
-- Flood cap: at most `OPERATOR_NOTIFY_CAP_PER_HOUR` notices of one kind go out on their own per
-  clock hour (UTC). A deliverer takes a slot with one conditional upsert on `NotificationBudget`
-  (`take_slot`), so the cap holds across processes. A notice that finds no slot is not sent and
-  not dropped: it is marked `coalesced` and linked to that hour's digest for its kind (one row,
-  kind `notice_digest`, due when the hour ends), which lists every coalesced notice — title, time
-  and, for a revertible one, its own one-tap revert link (the link of a coalesced notice works like
-  any other). Safety notices are capped too — an uncapped safety channel would let an agent bomb
-  the person's inbox with low-stakes goal-model edits, each of which sends one — but the first ones
-  of the hour go out at once, so the person is alerted immediately, and their digest is itself a
-  safety notice (never held by a directive). Digests are not capped (at most two per kind and hour).
+Two classes (`safety=`):
+
+- **Safety notices**: every high-stakes world-model or goal-model write, every revert or restore of
+  one (`operator_site.lineage.notify_version`), every intent the gate blocks. Never held by a
+  directive, never counted against the hourly cap ordinary notices fill, never coalesced into a
+  digest, sent at once, and escalated when still undelivered after `OPERATOR_SAFETY_ESCALATE_MINUTES`.
+  One backstop: the "blocked" notices of one agent (it can make them without any evidence, one per
+  denied intent) past `OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR` in an hour go out together in that
+  agent's own safety digest — per source, so nobody else's notices, and none of the evidence-bound
+  ones, ever count against it.
+- **Ordinary notices** (approval requests, low-stakes goal-model edits, digests): held while a
+  directive says so (`intents.services.hold_reason`), at most `OPERATOR_NOTIFY_CAP_PER_HOUR` of one
+  kind go out on their own per clock hour (UTC) — a slot is taken with one conditional upsert on
+  `NotificationBudget` (`take_slot`), so the cap holds across processes — and the rest are coalesced
+  into that hour's digest for the kind (due when the hour ends; it lists every notice with its own
+  revert link). Never dropped.
+
+Delivery (`deliver_due`, called after commit, by the ticks and by `manage.py operator_deliver`):
+
+- due notices are claimed with a conditional update carrying a fencing token (`claim`); the claim is
+  renewed before each channel, and a deliverer that lost it writes nothing more;
+- each channel (email, webhook) is recorded the moment it takes the notice, so a notice taken again
+  (a crashed deliverer, a retry) never repeats a channel that already got it;
+- every outbound call has ONE total deadline (`operator_site.outbound`): a receiver that trickles
+  bytes is abandoned on time, long before the claim could lapse;
+- everything bound for a header (the email subject, webhook headers) is fixed words plus agent text
+  made one line, control-free and bounded (`operator_site.display.header_text`); bodies show hidden
+  characters as visible tokens (`visible_text`) and say so;
+- a failure retrying could fix is retried with backoff; one it cannot (a refused header, a message the
+  server rejects, a 4xx from the webhook) is recorded as such for that channel (`failed_channels`),
+  never retried, logged at ERROR, and — for a safety notice — escalated at once. A notice no channel
+  took and every channel refused is `failed`;
+- escalation (`escalate_overdue`): a safety notice not delivered `OPERATOR_SAFETY_ESCALATE_MINUTES`
+  after it was made (or refused for good) is logged at ERROR, shown in a banner on the admin
+  dashboard (`overdue_safety_notices`, whether or not this step ran), and sent as an alert on the
+  other configured channel — every channel that did take it.
+
+A revertible notice carries a signed, expiring link (`revert_url`). It opens a confirmation page for
+a logged-in person; the revert it performs is done by the handler the subject's app registered
+(`register_revert_handler`), and the link works once.
 """
 
 from __future__ import annotations
@@ -34,32 +49,43 @@ import hashlib
 import hmac
 import json
 import logging
+import secrets
+import smtplib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-import httpx2
 from django.conf import settings
 from django.core import signing
-from django.core.mail import send_mail
+from django.core.mail import BadHeaderError, EmailMessage
 from django.db import IntegrityError, close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from operator_site import outbound
 from operator_site.compiled_sql import create_row, insert_unless_conflict
+from operator_site.display import describe_char, header_text, hidden_chars, visible_text
 from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
 
 # Seconds to wait before the 1st, 2nd, ... retry; the last value repeats.
 RETRY_BACKOFF_S = (30, 120, 600, 3600, 6 * 3600)
-CLAIM_S = 120  # a claim older than this (a crashed deliverer) may be taken over
+CLAIM_S = 120  # a claim not renewed for this long (a crashed deliverer) may be taken over
 DIGEST_KIND = "notice_digest"  # the hourly digest of the notices of one kind over the cap
 DIGEST_MAX_LINES = 200  # notices listed one by one in a digest; the rest are counted
+BLOCKED_KIND = "intent_blocked"  # the one safety notice an agent can cause without evidence
 _REVERT_SALT = "operator.revert-link"
+State = Notification.State
+
+
+def claim_seconds() -> float:
+    """How long a claim lasts: longer than every channel's deadline together, with room to spare, so
+    a live deliverer never loses its claim mid-send (it also renews it before each channel)."""
+    return max(CLAIM_S, 2 * (settings.OPERATOR_EMAIL_DEADLINE_S + settings.OPERATOR_WEBHOOK_TIMEOUT_S) + 30)
 
 
 # --- creating ------------------------------------------------------------------------------------
@@ -73,11 +99,14 @@ def notify(
     subject_kind: str = "",
     subject_id: int | None = None,
     dedupe_key: str | None = None,
+    source: Principal | None = None,
 ) -> tuple[Notification, bool]:
     """Record a notice in the current transaction; returns (notice, created).
 
-    With a `dedupe_key`, at most one notice exists per key, also under concurrent calls: the
-    second caller gets the first one's row and `created=False`.
+    `safety=True` makes it a safety notice (see the module docstring); `source` is the principal that
+    caused it, where a per-source backstop applies (an agent's blocked intents). With a `dedupe_key`,
+    at most one notice exists per key, also under concurrent calls: the second caller gets the first
+    one's row and `created=False`.
     """
     values = {
         "kind": kind,
@@ -87,6 +116,7 @@ def notify(
         "safety": safety,
         "subject_kind": subject_kind,
         "subject_id": subject_id,
+        "source_id": source.pk if source is not None else None,
     }
     if dedupe_key is not None:
         # No look-up first: the unique key decides (a new notice, the common case, costs one
@@ -139,6 +169,8 @@ class DeliveryReport:
     released: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     coalesced: list[int] = field(default_factory=list)
+    undeliverable: list[int] = field(default_factory=list)
+    escalated: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[int]]:
         report = {
@@ -147,29 +179,36 @@ class DeliveryReport:
             "released": self.released,
             "failed": self.failed,
         }
-        if self.coalesced:  # only when the cap was reached: the common report keeps its shape
-            report["coalesced"] = self.coalesced
+        # Only when they happened: the common report keeps its shape.
+        for name in ("coalesced", "undeliverable", "escalated"):
+            if getattr(self, name):
+                report[name] = getattr(self, name)
         return report
 
 
+def _due(now: datetime) -> Q:
+    return Q(state=State.PENDING, next_attempt_at__lte=now) | Q(state=State.SENDING, claimed_until__lt=now)
+
+
 def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport:
-    """Release what may be released, then deliver (or hold) every notice that is due."""
+    """Release what may be released, deliver (or hold) every notice that is due — safety notices
+    first — then escalate safety notices that are still undelivered."""
     now = now or timezone.now()
     report = DeliveryReport(released=release_held(now))
-    due = Q(state=Notification.State.PENDING, next_attempt_at__lte=now) | Q(
-        state=Notification.State.SENDING, claimed_until__lt=now
-    )
-    for notice_id in Notification.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit]:
+    due = _due(now)
+    ids = Notification.objects.filter(due).order_by("-safety", "id").values_list("id", flat=True)[:limit]
+    for notice_id in list(ids):
+        token = secrets.token_hex(8)
         claimed = Notification.objects.filter(Q(id=notice_id) & due).update(
-            state=Notification.State.SENDING, claimed_until=now + timedelta(seconds=CLAIM_S)
+            state=State.SENDING, claimed_until=now + timedelta(seconds=claim_seconds()), claim=token
         )
         if not claimed:
             continue  # another deliverer took it
         notice = Notification.objects.get(id=notice_id)
         reason = hold_reason(notice, now)
         if reason:
-            Notification.objects.filter(id=notice_id).update(
-                state=Notification.State.HELD, held_reason=reason[:200], claimed_until=None
+            Notification.objects.filter(id=notice_id, claim=token).update(
+                state=State.HELD, held_reason=reason[:200], claimed_until=None
             )
             report.held.append(notice_id)
             continue
@@ -178,7 +217,8 @@ def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport
             continue
         if notice.kind == DIGEST_KIND:
             notice = _seal_digest(notice)
-        _send(notice, now, report)
+        _send(notice, token, now, report)
+    report.escalated += escalate_overdue(now)
     return report
 
 
@@ -210,18 +250,32 @@ def take_slot(kind: str, now: datetime, cap: int | None = None) -> bool:
     return row is not None
 
 
+def _budget_of(notice: Notification) -> tuple[str, int] | None:
+    """Which budget a notice's first attempt draws on — (budget key, cap) — or None if it is never
+    capped: digests, every safety notice but an agent's blocked intents (a per-source backstop)."""
+    if notice.kind == DIGEST_KIND:
+        return None
+    if notice.safety:
+        cap = settings.OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR
+        if notice.kind == BLOCKED_KIND and notice.source_id is not None and cap:
+            return f"{BLOCKED_KIND}@{notice.source_id}", cap
+        return None
+    cap = settings.OPERATOR_NOTIFY_CAP_PER_HOUR
+    return (notice.kind, cap) if cap else None
+
+
 def _within_cap(notice: Notification, now: datetime) -> bool:
     """May this notice go out on its own? Takes a slot on its first attempt; a retry keeps the slot
-    its first attempt took; digests are never capped."""
-    if not settings.OPERATOR_NOTIFY_CAP_PER_HOUR or notice.kind == DIGEST_KIND:
+    its first attempt took."""
+    budget = _budget_of(notice)
+    if budget is None or notice.attempts or notice.channels:
         return True
-    if notice.attempts or notice.channels:
-        return True
-    return take_slot(notice.kind, now)
+    return take_slot(budget[0], now, budget[1])
 
 
-def digest_key(kind: str, safety: bool, now: datetime) -> str:
-    return f"digest:{kind[:48]}:{hour_of(now)}:{'safety' if safety else 'ordinary'}"
+def digest_key(kind: str, safety: bool, now: datetime, source_id: int | None = None) -> str:
+    scope = f"safety@{source_id}" if safety else "ordinary"
+    return f"digest:{kind[:48]}:{hour_of(now)}:{scope}"
 
 
 def _coalesce(notice: Notification, now: datetime) -> bool:
@@ -232,8 +286,10 @@ def _coalesce(notice: Notification, now: datetime) -> bool:
     is still pending and untried: the deliverer that claims it (a conditional update on the same
     row) waits for the link to commit, so every linked notice is in the digest it sends."""
     hour = hour_of(now)
-    key = digest_key(notice.kind, notice.safety, now)
+    key = digest_key(notice.kind, notice.safety, now, notice.source_id)
     hour_end = datetime.fromtimestamp((hour + 1) * 3600, tz=UTC)
+    budget = _budget_of(notice)
+    cap = budget[1] if budget else settings.OPERATOR_NOTIFY_CAP_PER_HOUR
     with transaction.atomic():
         digest = Notification.objects.select_for_update().filter(dedupe_key=key).first()
         if digest is None:
@@ -243,19 +299,19 @@ def _coalesce(notice: Notification, now: datetime) -> bool:
                         kind=DIGEST_KIND,
                         title=f"Digest: more {notice.kind} notices than the hourly cap",
                         safety=notice.safety,
+                        source_id=notice.source_id,
                         dedupe_key=key,
                         next_attempt_at=hour_end,
                     )
             except IntegrityError:
                 digest = Notification.objects.select_for_update().get(dedupe_key=key)
-        if digest.state != Notification.State.PENDING or digest.attempts or digest.channels:
+        if digest.state != State.PENDING or digest.attempts or digest.channels:
             return False
         Notification.objects.filter(id=notice.id).update(
-            state=Notification.State.COALESCED,
+            state=State.COALESCED,
             digest=digest,
             claimed_until=None,
-            held_reason=f"over the cap of {settings.OPERATOR_NOTIFY_CAP_PER_HOUR} {notice.kind} "
-            f"notices an hour: in digest #{digest.id}"[:200],
+            held_reason=f"over the cap of {cap} {notice.kind} notices an hour: in digest #{digest.id}"[:200],
         )
     return True
 
@@ -268,10 +324,12 @@ def _seal_digest(digest: Notification) -> Notification:
     if not members:
         return digest
     kind = members[0].kind
+    budget = _budget_of(members[0])
+    cap = budget[1] if budget else settings.OPERATOR_NOTIFY_CAP_PER_HOUR
     first, last = members[0].created_at, members[-1].created_at
     title = f"{len(members)} more {kind} notices ({first:%Y-%m-%d %H:%M} to {last:%H:%M} UTC), in one digest"
     lines = [
-        f"More than {settings.OPERATOR_NOTIFY_CAP_PER_HOUR} {kind} notices came in one hour, so these "
+        f"More than {cap} {kind} notices came in one hour, so these "
         f"{len(members)} were kept back and are listed here instead of being sent one by one.",
         "",
     ]
@@ -293,7 +351,7 @@ def _seal_digest(digest: Notification) -> Notification:
 
 def hold_reason(notice: Notification, now: datetime) -> str | None:
     if notice.safety:
-        return None
+        return None  # nothing an agent can set holds a safety notice
     from intents.services import hold_reason as directive_hold_reason  # directives own the rule
 
     return directive_hold_reason(topic=notice.topic, title=notice.title, now=now)
@@ -303,50 +361,122 @@ def release_held(now: datetime | None = None) -> list[int]:
     """Held notices that no directive holds any more go back to pending (delivered next)."""
     now = now or timezone.now()
     released = []
-    for notice in Notification.objects.filter(state=Notification.State.HELD).order_by("id"):
+    for notice in Notification.objects.filter(state=State.HELD).order_by("id"):
         still_held = hold_reason(notice, now) is not None
-        if not still_held and Notification.objects.filter(id=notice.id, state=Notification.State.HELD).update(
-            state=Notification.State.PENDING, held_reason="", next_attempt_at=now
+        if not still_held and Notification.objects.filter(id=notice.id, state=State.HELD).update(
+            state=State.PENDING, held_reason="", next_attempt_at=now
         ):
             released.append(notice.id)
     return released
 
 
-def _send(notice: Notification, now: datetime, report: DeliveryReport) -> None:
+# --- sending ---------------------------------------------------------------------------------------
+class PermanentDeliveryError(Exception):
+    """A channel refused the notice for a reason retrying the same notice cannot fix."""
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Would retrying the same notice on this channel fail the same way? A refused header, text that
+    cannot be encoded, a message or recipient the mail server rejects for good (5xx), a webhook that
+    answers 4xx (but 408/425/429): yes. Timeouts, refused connections, 5xx from a webhook, 4xx SMTP
+    replies: no (retried with backoff)."""
+    if isinstance(exc, PermanentDeliveryError | BadHeaderError | UnicodeError):
+        return True
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return all(code >= 500 for code, _msg in exc.recipients.values())
+    if isinstance(exc, smtplib.SMTPSenderRefused | smtplib.SMTPDataError):
+        return exc.smtp_code >= 500
+    return False
+
+
+def _renew(notice_id: int, token: str, now: datetime) -> bool:
+    """Still ours? Then push the claim out again (before each channel)."""
+    until = max(now, timezone.now()) + timedelta(seconds=claim_seconds())
+    return bool(
+        Notification.objects.filter(id=notice_id, claim=token, state=State.SENDING).update(
+            claimed_until=until
+        )
+    )
+
+
+def _send(notice: Notification, token: str, now: datetime, report: DeliveryReport) -> None:
     done = set(notice.channels or [])
-    errors = []
+    dead = set(notice.failed_channels or [])
+    errors: list[str] = []
+    refused: list[str] = []
     for channel, sender in _channels():
-        if channel in done:
+        if channel in done or channel in dead:
             continue
+        if not _renew(notice.id, token, now):
+            logger.warning(
+                "notification %s: claim lost before %s; another deliverer has it", notice.id, channel
+            )
+            return
         try:
             sender(notice)
-            done.add(channel)
-        except Exception as exc:  # any failure of a channel is recorded and retried
-            errors.append(f"{channel}: {type(exc).__name__}: {exc}"[:500])
+        except Exception as exc:  # recorded; retried unless retrying cannot help
+            text = f"{channel}: {type(exc).__name__}: {visible_text(str(exc), single_line=True)}"[:500]
+            if is_permanent(exc):
+                dead.add(channel)
+                refused.append(text)
+                Notification.objects.filter(id=notice.id).update(failed_channels=sorted(dead))
+            else:
+                errors.append(text)
+            continue
+        done.add(channel)
+        # Recorded at once, claim or not: the channel has it, and must never get it again.
+        Notification.objects.filter(id=notice.id).update(channels=sorted(done))
+    configured = {channel for channel, _sender in _channels()}
+    mine = Notification.objects.filter(id=notice.id, claim=token)
+    last_error = "\n".join([*(f"{e} (will not be retried)" for e in refused), *errors]) or ""
+    if refused:
+        logger.error(
+            "notification %s (%s) refused for good: %s",
+            notice.id,
+            "safety" if notice.safety else "ordinary",
+            refused,
+        )
     if errors:
         backoff = RETRY_BACKOFF_S[min(notice.attempts, len(RETRY_BACKOFF_S) - 1)]
-        Notification.objects.filter(id=notice.id).update(
-            state=Notification.State.PENDING,
+        mine.update(
+            state=State.PENDING,
             attempts=notice.attempts + 1,
-            last_error="\n".join(errors),
+            last_error=last_error,
             next_attempt_at=now + timedelta(seconds=backoff),
             claimed_until=None,
             channels=sorted(done),
+            failed_channels=sorted(dead),
         )
         report.failed.append(notice.id)
         logger.warning(
             "notification %s not delivered (attempt %s): %s", notice.id, notice.attempts + 1, errors
         )
-        return
-    Notification.objects.filter(id=notice.id).update(
-        state=Notification.State.DELIVERED,
-        attempts=notice.attempts + 1,
-        delivered_at=now,
-        claimed_until=None,
-        last_error="",
-        channels=sorted(done),
-    )
-    report.delivered.append(notice.id)
+    elif done or not configured:
+        # Every channel that can take it has: delivered (a channel that refused it for good is
+        # recorded in failed_channels and escalated).
+        mine.update(
+            state=State.DELIVERED,
+            attempts=notice.attempts + 1,
+            delivered_at=now,
+            claimed_until=None,
+            last_error=last_error,
+            channels=sorted(done),
+            failed_channels=sorted(dead),
+        )
+        report.delivered.append(notice.id)
+    else:
+        mine.update(
+            state=State.FAILED,
+            attempts=notice.attempts + 1,
+            claimed_until=None,
+            last_error=last_error,
+            failed_channels=sorted(dead),
+        )
+        report.undeliverable.append(notice.id)
+    if refused and notice.safety:
+        notice.refresh_from_db()
+        if escalate(notice, now, because="refused for good: " + "; ".join(refused)):
+            report.escalated.append(notice.id)
 
 
 def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
@@ -358,35 +488,64 @@ def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
     return channels
 
 
+HIDDEN_NOTE = (
+    "Note: this notice holds hidden characters (controls, direction overrides, zero-width or other "
+    "invisible characters) in text an agent wrote: {chars}. Each is shown where it is as [U+XXXX]."
+)
+
+
+def hidden_in(notice: Notification) -> list[str]:
+    """The hidden characters of a notice's text, described (``U+202E RIGHT-TO-LEFT OVERRIDE``)."""
+    return [describe_char(ch) for ch in hidden_chars(f"{notice.title}\n{notice.body}")]
+
+
 def notice_text(notice: Notification) -> str:
-    lines = [notice.title, "", notice.body] if notice.body else [notice.title]
+    """The notice as plain text for a person: hidden characters shown as tokens, flagged at the top."""
+    lines = []
+    hidden = hidden_in(notice)
+    if hidden:
+        lines += [HIDDEN_NOTE.format(chars=", ".join(hidden[:12])), ""]
+    lines.append(visible_text(notice.title, single_line=True))
+    if notice.body:
+        lines += ["", visible_text(notice.body)]
     url = revert_url(notice)
     if url:
         lines += ["", f"Undo this change (one tap, asks you to confirm): {url}"]
     return "\n".join(lines).strip() + "\n"
 
 
-def _send_email(notice: Notification) -> None:
-    prefix = "[operator: safety] " if notice.safety else "[operator] "
-    send_mail(
-        prefix + notice.title,
-        notice_text(notice),
-        settings.DEFAULT_FROM_EMAIL,
-        [settings.OPERATOR_NOTIFY_EMAIL],
-        fail_silently=False,
+def email_subject(notice: Notification, *, prefix: str | None = None) -> str:
+    """Fixed words, then the notice's title made one line, control-free and bounded."""
+    if prefix is None:
+        prefix = "[operator: safety] " if notice.safety else "[operator] "
+    return header_text(prefix, agent=[notice.title])
+
+
+def _email(subject: str, text: str) -> None:
+    message = EmailMessage(subject, text, settings.DEFAULT_FROM_EMAIL, [settings.OPERATOR_NOTIFY_EMAIL])
+    message.message()  # build it here: a header the backend would refuse fails now, recognisably
+    outbound.call_with_deadline(
+        lambda: message.send(fail_silently=False), settings.OPERATOR_EMAIL_DEADLINE_S, "email"
     )
 
 
+def _send_email(notice: Notification) -> None:
+    _email(email_subject(notice), notice_text(notice))
+
+
 def webhook_payload(notice: Notification) -> dict[str, Any]:
+    """What the webhook receives: the notice as the person is shown it (hidden characters as tokens;
+    `hidden_characters` lists them), so a receiver that displays it cannot be made to show a lie."""
     return {
         "id": notice.id,
         "kind": notice.kind,
-        "title": notice.title,
-        "body": notice.body,
-        "topic": notice.topic or None,
+        "title": visible_text(notice.title, single_line=True),
+        "body": visible_text(notice.body),
+        "topic": visible_text(notice.topic, single_line=True) or None,
         "safety": notice.safety,
         "subject": {"kind": notice.subject_kind, "id": notice.subject_id} if notice.subject_kind else None,
         "revert_url": revert_url(notice),
+        "hidden_characters": hidden_in(notice),
         "created": notice.created_at.isoformat(),
     }
 
@@ -395,28 +554,105 @@ def webhook_signature(body: bytes) -> str:
     return "sha256=" + hmac.new(settings.OPERATOR_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
 
 
-def _send_webhook(notice: Notification) -> None:
-    body = json.dumps(webhook_payload(notice)).encode()
-    headers = {"Content-Type": "application/json", "X-Operator-Notification": str(notice.id)}
+def _webhook(payload: dict[str, Any], *, notice_id: int, kind: str, safety: bool) -> None:
+    body = json.dumps(payload).encode()
+    headers = {
+        "Content-Type": "application/json",
+        # Fixed words only (and through header_text all the same: a header can never break).
+        "X-Operator-Notification": header_text(str(notice_id)),
+        "X-Operator-Kind": header_text(kind).encode("ascii", "replace").decode(),
+        "X-Operator-Safety": "yes" if safety else "no",
+    }
     if settings.OPERATOR_WEBHOOK_SECRET:
         headers["X-Operator-Signature"] = webhook_signature(body)
-    response = httpx2.post(
-        settings.OPERATOR_WEBHOOK_URL,
-        content=body,
-        headers=headers,
-        timeout=settings.OPERATOR_WEBHOOK_TIMEOUT_S,
+    status = outbound.post(settings.OPERATOR_WEBHOOK_URL, body, headers, settings.OPERATOR_WEBHOOK_TIMEOUT_S)
+    if 400 <= status < 500 and status not in (408, 425, 429):
+        raise PermanentDeliveryError(f"webhook answered HTTP {status}")
+    if status >= 300:
+        raise RuntimeError(f"webhook answered HTTP {status}")
+
+
+def _send_webhook(notice: Notification) -> None:
+    _webhook(webhook_payload(notice), notice_id=notice.id, kind=notice.kind, safety=notice.safety)
+
+
+# --- escalation ------------------------------------------------------------------------------------------
+_UNDELIVERED = (State.PENDING, State.SENDING, State.FAILED)
+
+
+def overdue_safety_notices(now: datetime | None = None) -> QuerySet[Notification]:
+    """Safety notices not delivered `OPERATOR_SAFETY_ESCALATE_MINUTES` after they were made, or
+    refused for good by a channel (a digest is counted from its first attempt, not its making)."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.OPERATOR_SAFETY_ESCALATE_MINUTES)
+    late = Q(state__in=_UNDELIVERED, created_at__lte=cutoff) & ~Q(kind=DIGEST_KIND, attempts=0)
+    refused = Q(state=State.FAILED) | (Q(escalated_at__isnull=False) & ~Q(state=State.DELIVERED))
+    return Notification.objects.filter(Q(safety=True) & (late | refused)).order_by("id")
+
+
+def escalate_overdue(now: datetime | None = None, limit: int = 50) -> list[int]:
+    """Escalate every overdue safety notice not escalated yet (once each)."""
+    now = now or timezone.now()
+    escalated = []
+    for notice in overdue_safety_notices(now).filter(escalated_at__isnull=True)[:limit]:
+        minutes = settings.OPERATOR_SAFETY_ESCALATE_MINUTES
+        if escalate(notice, now, because=f"not delivered {minutes:g} minutes after it was made"):
+            escalated.append(notice.id)
+    return escalated
+
+
+def escalate(notice: Notification, now: datetime, *, because: str) -> bool:
+    """ERROR log line, dashboard banner (`overdue_safety_notices`), and an alert on every configured
+    channel that did take this notice (the other channel). Once per notice; True if this call did it."""
+    if not Notification.objects.filter(id=notice.id, escalated_at__isnull=True).update(escalated_at=now):
+        return False
+    missing = [c for c, _s in _channels() if c not in (notice.channels or [])]
+    logger.error(
+        "SAFETY NOTICE UNDELIVERED: #%s %r %s (missing: %s; last error: %s)",
+        notice.id,
+        visible_text(notice.title, single_line=True, limit=200),
+        because,
+        ", ".join(missing) or "none",
+        visible_text(notice.last_error, single_line=True, limit=500),
     )
-    if response.status_code >= 300:
-        raise RuntimeError(f"webhook answered HTTP {response.status_code}")
+    outcome = [f"{now:%Y-%m-%d %H:%M:%S} UTC: {because}; dashboard banner and ERROR log."]
+    others = [(c, s) for c, s in _channels() if c in (notice.channels or [])]
+    if not others:
+        outcome.append("No other channel took this notice, so no alert could be sent on one.")
+    for channel, _sender in others:
+        try:
+            _send_escalation(channel, notice, because, missing)
+            outcome.append(f"Alert sent by {channel}.")
+        except Exception as exc:  # best effort: the banner and the log line stand
+            outcome.append(f"Alert by {channel} failed: {type(exc).__name__}: {exc}"[:300])
+    Notification.objects.filter(id=notice.id).update(escalation="\n".join(outcome))
+    return True
+
+
+def _send_escalation(channel: str, notice: Notification, because: str, missing: list[str]) -> None:
+    what = f"could not be delivered by {', '.join(missing)}" if missing else "is not fully delivered"
+    intro = (
+        f"Safety notice #{notice.id} {what} ({because}). Last error: "
+        f"{visible_text(notice.last_error, single_line=True, limit=500) or '—'}. It is shown on the admin "
+        "dashboard until it is delivered or acknowledged. The notice:"
+    )
+    if channel == "email":
+        _email(
+            email_subject(notice, prefix="[operator: safety, UNDELIVERED elsewhere] "),
+            f"{intro}\n\n{notice_text(notice)}",
+        )
+    else:
+        payload = {"escalation": True, "reason": intro, "notice": webhook_payload(notice)}
+        _webhook(payload, notice_id=notice.id, kind="escalation", safety=True)
 
 
 def withdraw(*, dedupe_key: str, reason: str) -> bool:
     """A notice that has not gone out yet and no longer applies (the intent it asks about was
     cancelled, expired or decided) is withdrawn instead of delivered. Returns True if one was."""
     return bool(
-        Notification.objects.filter(
-            dedupe_key=dedupe_key, state__in=[Notification.State.PENDING, Notification.State.HELD]
-        ).update(state=Notification.State.WITHDRAWN, held_reason=reason[:200], claimed_until=None)
+        Notification.objects.filter(dedupe_key=dedupe_key, state__in=[State.PENDING, State.HELD]).update(
+            state=State.WITHDRAWN, held_reason=reason[:200], claimed_until=None
+        )
     )
 
 

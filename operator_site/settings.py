@@ -109,6 +109,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A Content-Security-Policy on every page Django serves (admin, revert links, /api/): see below.
+    "csp.middleware.CSPMiddleware",
+    # Every HTML page shows hidden characters of agent text visibly and says when it has any
+    # (operator_site/display.py, operator_site/middleware.py).
+    "operator_site.middleware.VisibleTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -175,11 +180,33 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_SECURE = _strict_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Content-Security-Policy (django-csp 4.x) on the admin, the revert pages and /api/: scripts, styles,
+# images and fonts only from this origin, no inline script or style (the console's own styling is
+# operator/console.css), no plugins, no framing, forms post only here. Agent text that slipped past
+# escaping still could not run a script. The admin works under it (checked in tests/browser/).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    }
+}
 
 # --- Notifications to the person -------------------------------------------------------------------
 # Delivery goes through Django's email backend (console by default: the notice is printed by the
 # server) and, if set, a webhook that receives a signed JSON POST.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+if EMAIL_BACKEND == "django.core.mail.backends.smtp.EmailBackend":
+    # The same backend, with its sockets shut down when a send's total deadline runs out
+    # (operator_site/outbound.py): a trickling SMTP server cannot hold the deliverer.
+    EMAIL_BACKEND = "operator_site.outbound.SMTPBackend"
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
@@ -190,7 +217,19 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="operator@localhost")
 OPERATOR_NOTIFY_EMAIL = env.str("OPERATOR_NOTIFY_EMAIL", default="owner@localhost")
 OPERATOR_WEBHOOK_URL = env.str("OPERATOR_WEBHOOK_URL", default="")
 OPERATOR_WEBHOOK_SECRET = env.str("OPERATOR_WEBHOOK_SECRET", default="")
+# ONE wall-clock deadline for the whole webhook call (connect, send, every read): a receiver that
+# trickles bytes is abandoned on time (per-read timeouts never trip on a trickle).
 OPERATOR_WEBHOOK_TIMEOUT_S = env.float("OPERATOR_WEBHOOK_TIMEOUT_S", default=5.0)
+# The same for sending one email (connect, TLS, login, the SMTP dialogue): EMAIL_TIMEOUT is Django's
+# per-socket-operation timeout; this bounds the whole exchange whatever the backend.
+OPERATOR_EMAIL_DEADLINE_S = env.float("OPERATOR_EMAIL_DEADLINE_S", default=20.0)
+if not (0 < OPERATOR_WEBHOOK_TIMEOUT_S <= 300 and 0 < OPERATOR_EMAIL_DEADLINE_S <= 300):
+    raise ImproperlyConfigured("OPERATOR_WEBHOOK_TIMEOUT_S and OPERATOR_EMAIL_DEADLINE_S must be in (0, 300]")
+# A safety notice still not delivered this many minutes after it was made is escalated: a banner on
+# the admin dashboard, an ERROR log line, and the other configured channel.
+OPERATOR_SAFETY_ESCALATE_MINUTES = env.float("OPERATOR_SAFETY_ESCALATE_MINUTES", default=5.0)
+if not 0 < OPERATOR_SAFETY_ESCALATE_MINUTES <= 1440:
+    raise ImproperlyConfigured("OPERATOR_SAFETY_ESCALATE_MINUTES must be in (0, 1440]")
 # The address the person reaches this service at, for links in notices (one-tap revert).
 OPERATOR_PUBLIC_URL = env.str("OPERATOR_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 # After a commit that creates a notice: background (deliver on a thread), sync (in the committing
@@ -198,12 +237,19 @@ OPERATOR_PUBLIC_URL = env.str("OPERATOR_PUBLIC_URL", default="http://127.0.0.1:8
 OPERATOR_DELIVERY = env.str("OPERATOR_DELIVERY", default="background").lower()
 if OPERATOR_DELIVERY not in {"background", "sync", "off"}:
     raise ImproperlyConfigured("OPERATOR_DELIVERY must be background, sync or off")
-# At most this many notices of one kind are delivered on their own per clock hour (UTC); the rest of
-# that hour are coalesced into one digest delivered when the hour ends (never dropped). Safety
-# notices are capped too; their digest is itself a safety notice, with every revert link. 0: no cap.
+# At most this many ordinary notices of one kind are delivered on their own per clock hour (UTC); the
+# rest of that hour are coalesced into one digest delivered when the hour ends (never dropped). Safety
+# notices never count against it and are never coalesced. 0: no cap.
 OPERATOR_NOTIFY_CAP_PER_HOUR = env.int("OPERATOR_NOTIFY_CAP_PER_HOUR", default=60)
 if OPERATOR_NOTIFY_CAP_PER_HOUR < 0:
     raise ImproperlyConfigured("OPERATOR_NOTIFY_CAP_PER_HOUR must be 0 (no cap) or positive")
+# The one backstop on safety notices: an agent can make "blocked" notices without any evidence (each
+# intent the gate denies), so at most this many per agent per hour go out on their own; the rest of
+# that agent's hour go out together in one safety digest. Per source, so no one else's notices (and
+# none of the evidence-bound ones) ever count against it. 0: no backstop.
+OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR = env.int("OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR", default=60)
+if OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR < 0:
+    raise ImproperlyConfigured("OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR must be 0 (none) or positive")
 # How long a one-tap revert link stays valid.
 OPERATOR_REVERT_LINK_HOURS = env.int("OPERATOR_REVERT_LINK_HOURS", default=72)
 # How recent a human-authored instruction must be to back a high-stakes belief change (its

@@ -15,6 +15,12 @@ from beliefs.tests.helpers import add, update
 from operator_site import notifications
 from operator_site.models import Notification
 
+
+def _cell(tag: str, text: bytes) -> bytes:
+    """A before/after cell as the diff renders it: agent text direction-isolated (operator_site.display)."""
+    return f"<{tag}>".encode() + b'<bdi class="op-agent">' + text + f"</bdi></{tag}>".encode()
+
+
 pytestmark = pytest.mark.django_db
 
 UPDATE = "operator_update_world_model"
@@ -99,7 +105,7 @@ def test_belief_and_version_pages_show_readable_diffs(logged_in, history) -> Non
     version = logged_in.get(reverse("admin:beliefs_worldmodelversion_change", args=[2]))
     assert version.status_code == 200
     assert undo_url(2).encode() in version.content and restore_url(2).encode() in version.content
-    assert b"<del>Ian</del>" in version.content
+    assert _cell("del", b"Ian") in version.content
     assert b"use the name Iain &lt;b&gt;bold&lt;/b&gt; from now on" in version.content
     assert logged_in.get(reverse("admin:beliefs_worldmodelversion_changelist")).status_code == 200
 
@@ -108,7 +114,8 @@ def test_undo_this_change_get_shows_post_acts_once_and_records_the_human(logged_
     page = logged_in.get(undo_url(2))
     assert page.status_code == 200
     assert b"Undo this change" in page.content
-    assert b"<del>Iain &lt;b&gt;bold&lt;/b&gt;</del>" in page.content and b"<ins>Ian</ins>" in page.content
+    assert _cell("del", b"Iain &lt;b&gt;bold&lt;/b&gt;") in page.content
+    assert _cell("ins", b"Ian") in page.content
     assert WorldModelVersion.objects.count() == 3  # GET changed nothing
     expected = _expected(page)
     assert expected == 3
@@ -224,7 +231,7 @@ def test_the_one_tap_link_undoes_the_reported_version_once(client, owner, histor
     page = client.get(_link(notice))
     assert page.status_code == 200
     assert b"Undo version 2" in page.content
-    assert b"<del>Iain &lt;b&gt;bold&lt;/b&gt;</del>" in page.content
+    assert _cell("del", b"Iain &lt;b&gt;bold&lt;/b&gt;") in page.content
     assert WorldModelVersion.objects.count() == 3  # GET changed nothing
     done = client.post(_link(notice))
     assert done.status_code == 302

@@ -15,6 +15,12 @@ from goals.models import DecisionLogEntry, Goal, GoalModelVersion, Project, Task
 from goals.tests.helpers import RECONCILE, ranking
 from operator_site.models import Notification
 
+
+def _cell(tag: str, text: bytes) -> bytes:
+    """A before/after cell as the diff renders it: agent text direction-isolated (operator_site.display)."""
+    return f"<{tag}>".encode() + b'<bdi class="op-agent">' + text + f"</bdi></{tag}>".encode()
+
+
 pytestmark = pytest.mark.django_db
 
 
@@ -83,7 +89,7 @@ def test_goal_priority_project_and_task_pages(logged_in, history) -> None:
     novel = Goal.objects.get(title__startswith="Write")
     page = logged_in.get(reverse("admin:goals_goal_change", args=[novel.pk]))
     assert page.status_code == 200
-    assert b"<del>active</del>" in page.content and b"<ins>paused</ins>" in page.content
+    assert _cell("del", b"active") in page.content and _cell("ins", b"paused") in page.content
     assert b'name="title"' not in page.content  # read-only
     project = Project.objects.get()
     assert logged_in.get(reverse("admin:goals_project_change", args=[project.pk])).status_code == 200
@@ -103,9 +109,9 @@ def test_version_pages_show_readable_diffs(logged_in, history) -> None:
     assert version.status_code == 200
     assert undo_url(2).encode() in version.content and restore_url(2).encode() in version.content
     assert b"goal ranking" in version.content
-    assert b"<ins>1. Run a marathon \xc2\xb7 2. Write &lt;b&gt;a novel&lt;/b&gt;</ins>" in version.content
+    assert _cell("ins", b"1. Run a marathon \xc2\xb7 2. Write &lt;b&gt;a novel&lt;/b&gt;") in version.content
     paused = logged_in.get(reverse("admin:goals_goalmodelversion_change", args=[3]))
-    assert b"<del>active</del>" in paused.content
+    assert _cell("del", b"active") in paused.content
     assert b"instruction <a" in paused.content  # the evidence it relied on
     assert logged_in.get(reverse("admin:goals_goalmodelversion_changelist")).status_code == 200
 
@@ -114,7 +120,7 @@ def test_undo_this_change_get_shows_post_acts_once_and_records_the_human(logged_
     page = logged_in.get(undo_url(3))
     assert page.status_code == 200
     assert b"Undo this change" in page.content
-    assert b"<del>paused</del>" in page.content and b"<ins>active</ins>" in page.content
+    assert _cell("del", b"paused") in page.content and _cell("ins", b"active") in page.content
     assert GoalModelVersion.objects.count() == 4  # GET changed nothing
     done = logged_in.post(undo_url(3), {"expected_version": _expected(page)})
     assert done.status_code == 302

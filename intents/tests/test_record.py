@@ -177,7 +177,9 @@ def test_denied_intents_are_blocked_and_the_person_is_told(agent, record) -> Non
     assert intent.terminal
     assert not Decision.objects.exists()
     notice = Notification.objects.get()
-    assert notice.kind == "intent_blocked" and notice.safety is False
+    # A safety notice (spec, Notification): never held by a directive the agent itself could set.
+    assert notice.kind == "intent_blocked" and notice.safety is True
+    assert notice.source_id == agent.principal.id  # the per-agent backstop counts it
     assert services.intent_dict(intent)["affordances"] == []
 
 

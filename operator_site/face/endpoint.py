@@ -8,8 +8,9 @@ The guards run in this order, each answering before the next looks at anything:
    string is never looked at); the same unit of database work counts the request against the
    principal's rate limit (`face/ratelimit.py`) → 429 with `Retry-After`, nothing else written;
    a database that cannot be reached for this → 503 with `Retry-After` (retryable, nothing done);
-3. Host against ALLOWED_HOSTS → 421, Origin against the allowed hosts/origins → 403 (DNS
-   rebinding);
+3. Host against ALLOWED_HOSTS → 421, Origin against this request's own origin, the public URL's and
+   OPERATOR_ALLOWED_ORIGINS, comparing scheme, host and port → 403 (DNS rebinding, other local
+   programs' pages);
 4. body size while reading → 413; Content-Type other than application/json → 400 / -32600; a
    body that is not UTF-8 JSON → 400 / -32700; a JSON array (batch), a non-object body or an
    object that is not a JSON-RPC 2.0 message (wrong `jsonrpc`, non-string `method`, non-object
@@ -82,14 +83,39 @@ def host_allowed(host: str) -> bool:
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
 
-def origin_allowed(origin: str) -> bool:
-    """Browsers send Origin; a page from a foreign origin must not drive a local operator."""
-    if origin in settings.OPERATOR_ALLOWED_ORIGINS:
-        return True
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) origin or URL, the port made explicit; None for anything
+    else (the opaque origin "null", file:, extensions, user info, a malformed port)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc:
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port == 0:
+        return None
+    return parts.scheme, parts.hostname.lower().rstrip("."), port or _DEFAULT_PORTS[parts.scheme]
+
+
+def origin_allowed(origin: str, scope: Scope | None = None) -> bool:
+    """Browsers send Origin; a page from a foreign origin must not drive a local operator. The origin
+    must equal — scheme, host AND port — this request's own origin (its scheme and Host), the origin
+    of OPERATOR_PUBLIC_URL, or one of OPERATOR_ALLOWED_ORIGINS: a page served by another program on
+    another port of the same host, or over the other scheme, is a different origin and is refused."""
+    seen = origin_of(origin)
     parts = urlsplit(origin)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        return False  # includes the opaque origin "null"
-    return host_allowed(parts.netloc)
+    if seen is None or origin != origin.strip() or parts.path or parts.query or parts.fragment:
+        return False  # an Origin header is scheme://host[:port], nothing more
+    allowed = {origin_of(o) for o in (settings.OPERATOR_PUBLIC_URL, *settings.OPERATOR_ALLOWED_ORIGINS)}
+    if scope is not None:
+        hosts = _header(scope, b"host")
+        if len(hosts) == 1:
+            allowed.add(origin_of(f"{scope.get('scheme', 'http')}://{hosts[0]}"))
+    return seen in allowed
 
 
 class BodyTooLarge(Exception):
@@ -227,7 +253,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         await _json(send, 421, {"error": "misdirected_request", "reason": "Host is not in ALLOWED_HOSTS."})
         return
     origins = _header(scope, b"origin")
-    if origins and (len(origins) != 1 or not origin_allowed(origins[0])):
+    if origins and (len(origins) != 1 or not origin_allowed(origins[0], scope)):
         await _json(
             send, 403, {"error": "forbidden_origin", "reason": "Requests from this Origin are refused."}
         )

@@ -210,3 +210,111 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
 
     page.goto(link)  # the link works once
     assert "already been used" in page.inner_text("#content-main")
+
+
+# --- what the person sees is what is approved ---------------------------------------------------------------
+RECIPIENT = "DE89 3704 0044 0532 \u202e0130 00\u202c \u200bBob"
+BODY = "Pay the invoice.\nrm -rf ~/\u2066backups\u2069 \u200d\u202e# just a comment\u202c\nThanks"
+
+_CSP_WATCH = """() => {
+  window.__csp = [];
+  document.addEventListener(
+    'securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+}"""
+
+# The left edge of every character of an element's text, in logical order: laid out left to right
+# (nothing reordered) means each starts at or right of the one before on its line.
+_ORDER = """(root) => {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const lefts = [];
+  let node;
+  while ((node = walker.nextNode())) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rects = range.getClientRects();
+      if (rects.length) lefts.push([rects[0].left, rects[0].top, node.data[i]]);
+    }
+  }
+  let backwards = 0;
+  for (let i = 1; i < lefts.length; i++) {
+    if (Math.abs(lefts[i][1] - lefts[i - 1][1]) < 2 && lefts[i][0] + 0.5 < lefts[i - 1][0]) backwards++;
+  }
+  return backwards;
+}"""
+
+
+def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
+    owner: Any, make_principal: Any, browser_page: Any
+) -> None:
+    """An intent whose recipient and body hold bidi overrides, isolates and zero-width characters
+    (stored past the door, as a row written before the rule would be): the approval page shows each
+    as a marked token, in the order stored, says so at the top, and runs under the CSP."""
+    from intents import services as intents
+
+    def make() -> Any:
+        agent = make_principal("scout", kind="agent")
+        with transaction.atomic():
+            intent, _ = intents.record_intent(
+                principal=agent.principal,
+                action=intents.ActionInput(
+                    type="spend",
+                    title="Pay the \u202eeciovni\u202c",
+                    recipient=RECIPIENT,
+                    amount_cents=120000,
+                    body=BODY,
+                ),
+            )
+        return intent
+
+    intent = _db(make)  # Playwright's sync API keeps an event loop in this thread
+    server = start_uvicorn()
+    page = browser_page
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    try:
+        page.add_init_script(f"({_CSP_WATCH})()")
+        _login(page, server.url)
+        page.goto(f"{server.url}/admin/intents/intent/{intent.pk}/decide/")
+        banner = page.inner_text("#op-hidden-banner")
+        assert "U+202E RIGHT-TO-LEFT OVERRIDE" in banner and "U+200B ZERO WIDTH SPACE" in banner
+        recipient_cell = page.locator("tr", has=page.locator("th", has_text="recipient")).locator("td")
+        shown = recipient_cell.inner_text()
+        assert shown == "DE89 3704 0044 0532 [U+202E]0130 00[U+202C] [U+200B]Bob", shown
+        body_cell = page.locator("tr", has=page.locator("th", has_text="body")).locator("td")
+        assert "[U+2066]backups[U+2069] [U+200D][U+202E]# just a comment[U+202C]" in body_cell.inner_text()
+        for name, element in (
+            ("title", page.locator("#content-main h2").first),
+            ("recipient", recipient_cell),
+            ("body", body_cell),
+        ):
+            assert element.evaluate(_ORDER) == 0, f"the {name} is laid out out of order"
+        # The tokens are marked (a styled element), not just text.
+        assert page.locator("td .op-hidden").count() >= 7
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "approval-flagged.png"), full_page=True)
+        # The control: the same text put on a page as it is IS reordered — so the check above can fail.
+        page.goto(f"{server.url}/admin/")
+        page.evaluate(
+            "(t) => { const p = document.createElement('p'); p.id = 'raw'; p.textContent = t;"
+            " document.body.prepend(p); }",
+            RECIPIENT,
+        )
+        assert page.locator("#raw").evaluate(_ORDER) > 0
+        # The console works under the Content-Security-Policy: pages, the changelist's script, no violation.
+        for path in (
+            "/admin/",
+            "/admin/intents/intent/",
+            f"/admin/intents/intent/{intent.pk}/change/",
+            "/admin/beliefs/belief/",
+            "/admin/operator_site/notification/",
+            "/api/docs",
+        ):
+            page.goto(f"{server.url}{path}")
+            assert page.evaluate("window.__csp") == [], (path, page.evaluate("window.__csp"))
+        page.goto(f"{server.url}/admin/operator_site/notification/")
+        page.locator("input.action-select").first.check()
+        assert "1 of" in page.inner_text(".action-counter")  # the admin's own actions.js runs
+        assert violations == []
+    finally:
+        stop_uvicorn(server)

@@ -286,7 +286,7 @@ TEXT_SINKS: list[tuple[str, dict[str, Any], str]] = [
     ("operator_record_observation", {"kind": "world", "summary": "{}", "source": "{}"}, "runs.Observation.summary"),
     ("operator_update_task", {"patch": {"title": "{}", "detail": "{}", "lane": "x", "owner": "{}"}}, "goals.Task.title"),
     ("operator_log_decision", {"title": "{}", "decision": "{}", "rationale": "{}", "alternatives": ["{}"]}, "goals.DecisionLogEntry.decision"),
-    ("operator_set_directive", {"kind": "topic_mute", "topic": "{}", "reason": "{}"}, "intents.Directive.reason"),
+    ("operator_set_directive", {"kind": "topic_mute", "topic": "t{n}", "reason": "{}"}, "intents.Directive.reason"),  # a topic is an identifier (check 14)
     ("operator_record_progress", {"summary": "{}", "outcome": "partial", "tried": ["{}"], "failed": ["{}"]}, "runs.ProgressEntry.summary"),
     ("operator_record_action_intent", {"action": {"type": "note", "title": "{}", "body": "{}"}}, "intents.Intent.body"),
     ("operator_update_world_model", {"changes": [{"op": "add", "kind": "note", "key": "k{n}", "value": "{}"}]}, "beliefs.Belief.value"),

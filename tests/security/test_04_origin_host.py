@@ -32,6 +32,16 @@ FOREIGN_ORIGINS = [
     "javascript:alert(1)",
     "http://%31%32%37.0.0.1",
     "",
+    # Same host, another origin: a page of another program on another port, or the other scheme.
+    # The check compares scheme, host AND port (the request's own origin, the public URL's, the
+    # configured ones), not the host alone.
+    "http://127.0.0.1:9999",
+    "http://127.0.0.1:8001",
+    "https://127.0.0.1:8000",
+    "https://127.0.0.1",
+    "http://localhost:8000",
+    "http://127.0.0.1:8000/",
+    "http://127.0.0.1:0",
 ]
 BAD_HOSTS = [
     "rebound.example",
@@ -66,10 +76,11 @@ async def test_foreign_origins_are_refused_with_403(principals, scorecard) -> No
         if two.status_code != 403:
             passed.append(f"two Origin headers: {two.status_code}")
         # The allowed ones are served (so the refusals above are about the origin, not the request).
-        same = await post(http, WRITE, {"Origin": "http://127.0.0.1:8000"})
+        same = await post(http, WRITE, {"Origin": "http://127.0.0.1:8000"})  # OPERATOR_PUBLIC_URL's
+        own = await post(http, WRITE, {"Origin": "http://127.0.0.1:80"})  # this request's own origin
         none = await post(http, WRITE)
     after = await _counts()
-    wrote = after[0] - before[0] != 2 or after[1] - before[1] != 2
+    wrote = after[0] - before[0] != 3 or after[1] - before[1] != 3
     scorecard(
         4,
         "foreign Origin → 403, nothing written",
@@ -77,7 +88,7 @@ async def test_foreign_origins_are_refused_with_403(principals, scorecard) -> No
         bypasses=len(passed) + wrote,
     )
     assert passed == []
-    assert same.status_code == 200 and none.status_code == 200
+    assert same.status_code == 200 and own.status_code == 200 and none.status_code == 200
     assert not wrote
 
 

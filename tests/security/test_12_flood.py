@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (figures read best on one line)
-"""Check 12 — flood: a cap on notices per hour per kind (the excess coalesced into one digest,
-never dropped, safety notices included but their digest never held), and a per-token request rate
+"""Check 12 — flood: a cap on ordinary notices per hour per kind (the excess coalesced into one
+digest, never dropped; safety notices never count against it: check 13), and a per-token request rate
 limit counted in the database, so it holds across workers."""
 
 from __future__ import annotations
@@ -95,22 +95,25 @@ def test_notices_over_the_hourly_cap_are_coalesced_into_one_digest(
     assert mail.outbox[-1].subject.startswith("[operator] 7 more approval_request")
 
 
-def test_safety_notices_are_capped_but_their_digest_is_never_held(
+def test_free_goal_model_edits_are_ordinary_notices_capped_with_every_revert_link(
     make_principal, settings, scorecard
 ) -> None:
+    """Low-stakes goal-model edits (projects) need no evidence, so they make ORDINARY notices: capped
+    and digested like any other (never a safety notice's budget: see check 13), every coalesced
+    notice's own revert link kept in the digest and usable."""
     settings.OPERATOR_NOTIFY_CAP_PER_HOUR = 3
     _clear_of_the_hour_end()
     owner = make_principal("person", kind="human").principal
     for i in range(5):
         change = {"entity": "project", "op": "add", "fields": {"title": f"project {i}"}}
         assert run_tool(owner, "operator_reconcile_goal_model", {"changes": [change]})["ok"]
-    run_tool(owner, "operator_set_directive", {"kind": "quiet", "minutes": 1440})
-    safety = Notification.objects.filter(kind="goal_model_change")
-    assert safety.filter(state="delivered").count() == 3
-    coalesced = list(safety.filter(state="coalesced").order_by("id"))
+    edits = Notification.objects.filter(kind="goal_model_change")
+    assert not edits.filter(safety=True).exists()
+    assert edits.filter(state="delivered").count() == 3
+    coalesced = list(edits.filter(state="coalesced").order_by("id"))
     assert len(coalesced) == 2
     digest = coalesced[0].digest
-    assert digest.safety is True
+    assert digest.safety is False
     report = notifications.deliver_due(now=_hour_end() + timedelta(seconds=1))
     digest.refresh_from_db()
     total, reached, lost = _accounted("goal_model_change")
@@ -122,12 +125,12 @@ def test_safety_notices_are_capped_but_their_digest_is_never_held(
     )
     scorecard(
         12,
-        "safety notices: capped, digest never held, every revert link kept",
+        "free goal-model edits: ordinary notices, capped, every revert link kept",
         cases=total,
         bypasses=len(lost) + int(not link_ok) + int(not usable),
         lost=lost,
     )
-    assert report.delivered == [digest.id], "a quiet directive does not hold a safety digest"
+    assert report.delivered == [digest.id]
     assert lost == [] and reached == total == 5
     assert link_ok and usable
 

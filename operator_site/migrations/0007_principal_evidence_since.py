@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("operator_site", "0005_notification_safety_open"),
+        ("operator_site", "0006_notice_delivery"),
     ]
 
     operations = [

@@ -1,0 +1,390 @@
+# ruff: noqa: E501  (figures read best on one line)
+"""Check 14 — display spoofing: what the person sees is what is approved.
+
+- the door: every identifier-like field of every tool (action type, recipient, intent topic, belief
+  key, goal/priority/project titles used as targets, task key and links, directive topic) x every
+  class of hidden character → `invalid_arguments` naming the field and the character, nothing written;
+- the surfaces: free text holding each hidden character (an intent's title and body, stored past the
+  door for recipient) on the approval page, the admin's intent list and change pages, the notice's
+  page, its email and its webhook summary: no hidden character in what is shown, every one as a
+  visible token, each agent string direction-isolated, the page flagged;
+- the pages carry a Content-Security-Policy;
+- fuzz: random agent text (every Unicode category, controls, newlines, bidi, very long) in every
+  field that reaches a notice: every notice renders and delivers, its subject one clean line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.db import transaction
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from intents import services as intents
+from intents.models import Intent
+from operator_site import notifications
+from operator_site.display import has_hidden, header_text, token, visible_html, visible_text
+from operator_site.models import AuditEvent, Notification
+from tests.fixtures import SEED_HEADERS, asgi_http
+from tests.receivers import WebhookReceiver
+from tests.security.helpers import envelope_of, message_of, tools_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# One of each class the rule names (controls, bidi embeddings/overrides/isolates/marks, zero-width,
+# other invisible: fillers, tags, joiners, separators, soft hyphen, BOM).
+HIDDEN = [
+    "\u202e",
+    "\u202d",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u2060",
+    "\ufeff",
+    "\u00ad",
+    "\u180e",
+    "\u3164",
+    "\u115f",
+    "\u034f",
+    "\U000e0041",
+    "\u2028",
+    "\u2029",
+    "\x1b",
+    "\x7f",
+    "\x85",
+    "\r",
+]
+# Identifiers refuse these too (free text keeps them as layout or ordinary spacing).
+IDENTIFIER_ONLY = ["\n", "\t", "\u00a0", "\u3000", "\ufe0f"]
+
+
+def _door_cases() -> list[tuple[str, str, Any]]:
+    """(tool, field the refusal must name, arguments builder taking the bad text)."""
+    return [
+        (
+            "operator_record_action_intent",
+            "action.type",
+            lambda x: {"action": {"type": f"spe{x}nd", "title": "t"}},
+        ),
+        (
+            "operator_record_action_intent",
+            "action.recipient",
+            lambda x: {"action": {"type": "email", "title": "t", "recipient": f"DE89 3704{x} 0044"}},
+        ),
+        (
+            "operator_record_action_intent",
+            "action.topic",
+            lambda x: {"action": {"type": "note", "title": "t", "topic": f"bil{x}ling"}},
+        ),
+        ("operator_set_directive", "topic", lambda x: {"kind": "topic_mute", "topic": f"news{x}letters"}),
+        (
+            "operator_update_world_model",
+            "changes.0.key",
+            lambda x: {"changes": [{"op": "add", "kind": "note", "key": f"park{x}ing", "value": "v"}]},
+        ),
+        ("operator_apply_goal_change", "goal", lambda x: {"action": "pause", "goal": f"Learn{x} Italian"}),
+        ("operator_apply_goal_change", "title", lambda x: {"action": "add", "title": f"Run a{x} marathon"}),
+        (
+            "operator_reconcile_goal_model",
+            "changes.0.target",
+            lambda x: {"changes": [{"entity": "project", "op": "remove", "target": f"Sh{x}ed"}]},
+        ),
+        (
+            "operator_reconcile_goal_model",
+            "changes.0.fields",
+            lambda x: {"changes": [{"entity": "project", "op": "add", "fields": {"title": f"Sh{x}ed"}}]},
+        ),
+        (
+            "operator_reconcile_goal_model",
+            "changes.0.fields",
+            lambda x: {
+                "changes": [{"entity": "priority", "op": "add", "fields": {"name": f"Health{x} first"}}]
+            },
+        ),
+        (
+            "operator_reconcile_goal_model",
+            "changes.0.fields",
+            lambda x: {
+                "changes": [
+                    {"entity": "project", "op": "add", "fields": {"title": "Shed", "goal": f"Ru{x}n"}}
+                ]
+            },
+        ),
+        ("operator_update_task", "key", lambda x: {"key": f"renew{x}passport", "patch": {"title": "t"}}),
+        ("operator_update_task", "goal", lambda x: {"key": "renew-passport", "goal": f"Ru{x}n"}),
+        ("operator_update_task", "project", lambda x: {"key": "renew-passport", "project": f"Sh{x}ed"}),
+    ]
+
+
+@pytest.mark.anyio
+async def test_identifiers_refuse_hidden_characters_at_the_door(principals, scorecard, no_rate_limit) -> None:
+    from tests.fixtures import orm
+
+    owner = principals["owner"]
+    passed: list[str] = []
+    cases = 0
+    before = await orm(
+        lambda: (Intent.objects.count(), AuditEvent.objects.exclude(error_code="invalid_arguments").count())
+    )
+    async with asgi_http(owner.token) as http:
+        for tool, field, build in _door_cases():
+            for ch in HIDDEN + IDENTIFIER_ONLY:
+                cases += 1
+                response = await http.post("/mcp", content=tools_call(tool, build(ch)), headers=SEED_HEADERS)
+                body, is_error = envelope_of(message_of(response))
+                named = [f for f in body.get("fields", []) if f["field"] == field]
+                if not (
+                    body.get("error") == "invalid_arguments"
+                    and named
+                    and f"U+{ord(ch):04X}" in named[0]["message"]
+                    and is_error
+                ):
+                    passed.append(f"{tool} {field} U+{ord(ch):04X}: {body}")
+    after = await orm(
+        lambda: (Intent.objects.count(), AuditEvent.objects.exclude(error_code="invalid_arguments").count())
+    )
+    scorecard(
+        14,
+        f"the door: {len(_door_cases())} identifier fields x {len(HIDDEN + IDENTIFIER_ONLY)} hidden characters → invalid_arguments naming field and character",
+        cases=cases,
+        bypasses=len(passed) + int(after != before),
+        passed=passed[:20],
+    )
+    assert passed == [] and after == before
+
+
+_RAW = re.compile(r"<(textarea|script|style)\b[^>]*>.*?</\1\s*>", re.S | re.I)
+
+
+def shown_text(html: str) -> str:
+    """What a page shows as text: markup, attribute values and form/script contents removed."""
+    return re.sub(r"<[^>]*>", "", _RAW.sub("", html))
+
+
+def test_every_surface_shows_hidden_characters_marked_and_isolated(
+    principals, scorecard, settings, client
+) -> None:
+    """Free text keeps hidden characters; every surface shows them as tokens and says so."""
+    receiver = WebhookReceiver().start()
+    settings.OPERATOR_WEBHOOK_URL = receiver.url
+    agent = principals["full_agent"].principal
+    client.login(username="owner", password="pw-owner-123")
+    problems: dict[str, list[str]] = {}
+    cases = 0
+    try:
+        for i, ch in enumerate(HIDDEN):
+            tok = token(ch)
+            with transaction.atomic():
+                # recipient is stored past the door (a row from before the rule): it must show honestly too.
+                intent, _ = intents.record_intent(
+                    principal=agent,
+                    action=intents.ActionInput(
+                        type="spend",
+                        title=f"Pay invoice {i} to Bob{ch}Mallory",
+                        recipient=f"DE89 3704 0044 {ch}0532 0130 00",
+                        amount_cents=4900,
+                        body=f"Transfer{ch} now.\nReference {i}{ch}",
+                    ),
+                )
+            notice = Notification.objects.get(dedupe_key=f"intent:{intent.id}")
+            pages = {
+                "approval page": client.get(f"/admin/intents/intent/{intent.pk}/decide/"),
+                "intent change page": client.get(f"/admin/intents/intent/{intent.pk}/change/"),
+                "intent list": client.get("/admin/intents/intent/"),
+                "notice page": client.get(f"/admin/operator_site/notification/{notice.pk}/change/"),
+                "notice list": client.get("/admin/operator_site/notification/"),
+            }
+            intent.refresh_from_db()
+            for name, response in pages.items():
+                cases += 1
+                html = response.content.decode()
+                text = shown_text(html)
+                # What this page shows of the stored text (titles are stored whitespace-normalised, so
+                # a separator in a title is not there to show; the admin shows a text field's CR as a
+                # line break, which is visible).
+                shown = intent.title if "list" in name else f"{intent.title}{intent.recipient}{intent.body}"
+                expected = ch in shown and ch != "\r"
+                wrong = []
+                if response.status_code != 200:
+                    wrong.append(f"HTTP {response.status_code}")
+                if has_hidden(text.replace("\r\n", "\n")):
+                    wrong.append("a hidden character is shown as itself")
+                if expected and tok not in text:
+                    wrong.append(f"no {tok} token")
+                if expected and 'id="op-hidden-banner"' not in html:
+                    wrong.append("the page is not flagged")
+                if "Content-Security-Policy" not in response.headers:
+                    wrong.append("no CSP")
+                if wrong:
+                    problems[f"{name} U+{ord(ch):04X}"] = wrong
+            decide = pages["approval page"].content.decode()
+            cases += 1
+            if visible_html(intent.recipient) not in decide or visible_html(intent.body) not in decide:
+                problems[f"approval page isolation U+{ord(ch):04X}"] = ["recipient/body not in <bdi>"]
+            # The email and the webhook summary.
+            cases += 2
+            [email] = [m for m in mail.outbox if m.subject == notifications.email_subject(notice)]
+            if (
+                has_hidden(email.subject + email.body)
+                or tok not in email.body
+                or "hidden characters" not in email.body
+            ):
+                problems[f"email U+{ord(ch):04X}"] = [repr(email.subject), repr(email.body[:200])]
+            [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
+            payload = json.loads(hit.body)
+            if (
+                has_hidden(payload["title"] + payload["body"])
+                or tok not in payload["body"]
+                or not payload["hidden_characters"]
+            ):
+                problems[f"webhook U+{ord(ch):04X}"] = [payload["title"], payload["body"][:200]]
+    finally:
+        receiver.stop()
+    scorecard(
+        14,
+        f"surfaces: {len(HIDDEN)} hidden characters in title, recipient and body x approval page, admin pages, email, webhook",
+        cases=cases,
+        bypasses=len(problems),
+        problems=dict(list(problems.items())[:10]),
+    )
+    assert problems == {}
+
+
+def test_pages_carry_a_content_security_policy(principals, client, scorecard) -> None:
+    client.login(username="owner", password="pw-owner-123")
+    paths = [
+        "/admin/",
+        "/admin/login/",
+        "/admin/intents/intent/",
+        "/revert/not-a-token/",
+        "/api/health",
+        "/api/docs",
+        "/api/openapi.json",
+    ]
+    missing = []
+    for path in paths:
+        policy = client.get(path).headers.get("Content-Security-Policy", "")
+        if (
+            "script-src 'self'" not in policy
+            or "unsafe-inline" in policy
+            or "frame-ancestors 'none'" not in policy
+        ):
+            missing.append(f"{path}: {policy!r}")
+    scorecard(
+        14,
+        "CSP on admin, revert and API pages (no inline script or style)",
+        cases=len(paths),
+        bypasses=len(missing),
+    )
+    assert missing == []
+
+
+# --- fuzz: every notice renders and delivers ----------------------------------------------------------------
+_ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=400)
+_LONG = st.builds(lambda s, n: (s * n)[:20_000], st.text(min_size=1, max_size=40), st.integers(1, 2000))
+_HOSTILE = st.lists(
+    st.sampled_from(HIDDEN + IDENTIFIER_ONLY + ["\n", "Subject: x", "<b>", "€", "עברית", "🛑"]), max_size=30
+).map("".join)
+_AGENT_TEXT = st.one_of(_ANY_TEXT, _LONG, _HOSTILE, st.tuples(_ANY_TEXT, _HOSTILE).map("".join))
+_EXAMPLES = int(os.environ.get("OPERATOR_FUZZ_EXAMPLES", "40"))
+
+
+def test_fuzz_every_notice_renders_and_delivers(principals, settings, scorecard) -> None:
+    receiver = WebhookReceiver().start()
+    settings.OPERATOR_WEBHOOK_URL = receiver.url
+    agent = principals["full_agent"].principal
+    tried: list[int] = []
+    bad: list[str] = []
+
+    @hsettings(
+        max_examples=_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
+    @given(
+        title=_AGENT_TEXT,
+        body=_AGENT_TEXT,
+        recipient=_AGENT_TEXT,
+        topic=_AGENT_TEXT,
+        kind=st.sampled_from(["spend", "share_credentials"]),
+    )
+    def one(title: str, body: str, recipient: str, topic: str, kind: str) -> None:
+        # Every field an agent writes that reaches a notice: the intent's title, body, recipient and
+        # topic (stored past the door), in an approval request (ordinary) and a blocked notice (safety).
+        mail.outbox.clear()
+        with transaction.atomic():
+            intent, created = intents.record_intent(
+                principal=agent,
+                action=intents.ActionInput(
+                    type=kind,
+                    title=(title or "t")[:300],
+                    recipient=recipient[:300] or None,
+                    amount_cents=100,
+                    body=body[:20_000] or None,
+                    topic=topic[:100] or None,
+                ),
+            )
+        if not created:
+            return
+        notice = Notification.objects.filter(
+            dedupe_key__in=[f"intent:{intent.id}", f"intent-blocked:{intent.id}"]
+        ).first()
+        tried.append(notice.id)
+        if notice.state == Notification.State.HELD:
+            return  # an ordinary notice a topic held: rendering is still checked below
+        notice.refresh_from_db()
+        subject = notifications.email_subject(notice)
+        text = notifications.notice_text(notice)
+        hits = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
+        emails = [m for m in mail.outbox if m.subject == subject]
+        wrong = []
+        if notice.state != "delivered" or notice.channels != ["email", "webhook"]:
+            wrong.append(f"{notice.state} {notice.channels} {notice.last_error[:200]}")
+        if "\n" in subject or "\r" in subject or has_hidden(subject) or len(subject) > 180:
+            wrong.append(f"subject {subject!r}")
+        if has_hidden(text) or len(emails) != 1 or len(hits) != 1:
+            wrong.append(f"emails {len(emails)} hits {len(hits)}")
+        if wrong:
+            bad.append(f"#{notice.id}: {wrong}")
+
+    try:
+        one()
+    finally:
+        receiver.stop()
+    # Pure rendering, without storage: NUL and lone surrogates too.
+    render_cases = 0
+    for sample in ["\x00", "\ud800", "a\udfffb", "\x00\n\u202e" * 100, "x" * 50_000]:
+        render_cases += 1
+        subject = header_text("[operator] ", agent=[sample])
+        if (
+            "\n" in subject
+            or "\r" in subject
+            or len(subject) > 180
+            or has_hidden(subject)
+            or has_hidden(visible_text(sample))
+        ):
+            bad.append(f"render {sample[:10]!r}")
+        visible_html(sample)
+    scorecard(
+        14,
+        f"fuzz: {len(tried)} notices from random agent text (every category, controls, bidi, 20k) rendered and delivered by email and webhook",
+        cases=len(tried) + render_cases,
+        bypasses=len(bad),
+        bad=bad[:10],
+    )
+    assert bad == [] and len(tried) >= _EXAMPLES // 2

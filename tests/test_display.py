@@ -1,0 +1,96 @@
+"""operator_site.display (the one mechanism for showing agent text), its page middleware and the
+outbound deadline helper: the rules each surface relies on, one by one."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from operator_site import display, outbound
+from operator_site.middleware import BANNER_MARKER, mark_page
+
+
+@pytest.mark.parametrize(
+    ("ch", "hidden"),
+    [
+        ("\u202e", True),
+        ("\u2066", True),
+        ("\u200b", True),
+        ("\u00ad", True),
+        ("\u3164", True),
+        ("\U000e0041", True),
+        ("\u2028", True),
+        ("\x1b", True),
+        ("\r", True),
+        ("\n", False),
+        ("\t", False),
+        ("\u00a0", False),
+        ("é", False),
+        ("ע", False),
+        ("\ufe0f", False),
+    ],
+)
+def test_which_characters_are_hidden(ch: str, hidden: bool) -> None:
+    assert display.is_hidden(ch) is hidden
+    assert bool(display.hidden_re().search(ch)) is hidden
+    assert display.has_hidden(f"a{ch}b") is hidden
+
+
+def test_identifiers_are_stricter_and_the_refusal_names_the_character() -> None:
+    for ch in ("\n", "\t", "\u00a0", "\ufe0f", "\u202e"):
+        problem = display.identifier_problem(f"ab{ch}c")
+        assert problem and f"U+{ord(ch):04X}" in problem and "position 3" in problem
+    assert display.identifier_problem("Run a marathon — 2027 (Lisbon) עברית") is None
+
+
+def test_plain_text_marks_each_hidden_character_and_keeps_layout() -> None:
+    assert (
+        display.visible_text("DE89\u202e1234\u202c\nx\r\ny\rz") == "DE89[U+202E]1234[U+202C]\nx\ny[U+000D]z"
+    )
+    assert display.visible_text("a\nb\tc", single_line=True) == "a b c"
+    assert display.visible_text("x" * 50, limit=10) == "x" * 9 + "…"
+
+
+def test_header_text_is_one_bounded_control_free_line() -> None:
+    value = display.header_text(
+        "[operator: safety] ", agent=["Shed\r\nBcc: evil@example.com\u2028", "x" * 500]
+    )
+    assert "\n" not in value and "\r" not in value and not display.has_hidden(value)
+    assert value.startswith("[operator: safety] Shed Bcc: evil@example.com[U+2028]")
+    assert len(value) <= display.HEADER_LIMIT
+
+
+def test_html_is_escaped_marked_and_isolated() -> None:
+    html = display.visible_html("<b>Bob\u202e</b>")
+    assert html.startswith('<bdi class="op-agent">&lt;b&gt;Bob<span class="op-hidden"')
+    assert 'title="U+202E RIGHT-TO-LEFT OVERRIDE">[U+202E]</span>&lt;/b&gt;</bdi>' in html
+
+
+def test_the_middleware_marks_page_text_flags_the_page_and_leaves_form_data_alone() -> None:
+    page = (
+        f"<html><head><title>x\u200by</title></head><body>{BANNER_MARKER}"
+        '<p>pay \u202eBob</p><input value="a\u202eb"><textarea>c\u202ed</textarea>'
+        "<script>var s = 'e\u200bf';</script></body></html>"
+    )
+    marked, described = mark_page(page)
+    assert "<title>x[U+200B]y</title>" in marked
+    assert '<p>pay <span class="op-hidden"' in marked
+    assert 'value="a\u202eb"' in marked and "<textarea>c\u202ed</textarea>" in marked
+    assert "'e\u200bf'" in marked
+    assert described == ["U+200B ZERO WIDTH SPACE", "U+202E RIGHT-TO-LEFT OVERRIDE"]
+
+
+def test_a_clean_page_is_not_flagged() -> None:
+    marked, described = mark_page("<html><body><p>Nothing hidden — “quotes” and עברית</p></body></html>")
+    assert described == [] and "op-hidden" not in marked
+
+
+def test_call_with_deadline_returns_or_abandons_on_time() -> None:
+    assert outbound.call_with_deadline(lambda: 42, 1.0, "probe") == 42
+    with pytest.raises(ValueError, match="boom"):
+        outbound.call_with_deadline(lambda: (_ for _ in ()).throw(ValueError("boom")), 1.0, "probe")
+    started = time.monotonic()
+    with pytest.raises(outbound.OutboundDeadline, match=r"within 0\.3 s"):
+        outbound.call_with_deadline(lambda: time.sleep(3), 0.3, "probe")
+    assert time.monotonic() - started < 1.0
