@@ -21,8 +21,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from intents import approval, services
+from intents import approval, proposal_page, services
 from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus
+from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.face.envelope import Refusal
 from operator_site.views import human_principal
@@ -165,7 +166,16 @@ class IntentAdmin(ReadOnlyAdmin):
 
     def _act(self, request: HttpRequest, intent: Intent, affordance: str) -> HttpResponse:
         fields: dict[str, Any] = {}
-        if affordance == "edit":
+        if affordance == "edit" and proposals.kind_of(intent.action_type) is not None:
+            try:
+                fields = {
+                    "title": request.POST.get("title", ""),
+                    "body": proposal_page.edited_body(intent, request.POST),
+                }
+            except (ValueError, Refusal) as exc:
+                reason = exc.reason if isinstance(exc, Refusal) else str(exc)
+                return self._page(request, intent, affordance, f"Nothing was changed — {reason}", status=400)
+        elif affordance == "edit":
             raw_amount = request.POST.get("amount_cents", "").strip()
             if raw_amount and not raw_amount.isdigit():
                 return self._page(
@@ -218,6 +228,8 @@ class IntentAdmin(ReadOnlyAdmin):
             "can_decide": pending and human_principal(request) is not None,
             "is_human": human_principal(request) is not None,
             "error": error,
+            # A proposed change to the person's model: its diff, computed now (see proposal_page).
+            "proposal": proposal_page.proposal_context(intent) if pending else None,
         }
         return render(request, "intents/decide.html", context, status=status)
 

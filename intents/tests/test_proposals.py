@@ -355,3 +355,72 @@ def test_an_evidence_refusal_points_to_a_proposal(owner, agent, say) -> None:
     assert "world_model_change" in refused["reason"]
     # ... and the proposal it points to is one call away, with the same changes.
     assert _propose(agent, HOME)["status"] == "pending_approval"
+
+
+# --- the approval page ---------------------------------------------------------------------------------
+def _decide_url(intent_id: int, affordance: str | None = None) -> str:
+    from django.urls import reverse
+
+    if affordance:
+        return reverse("admin:intents_intent_decide_one", args=[intent_id, affordance])
+    return reverse("admin:intents_intent_decide", args=[intent_id])
+
+
+def test_the_approval_page_shows_the_diff_and_accept_applies_it(client, owner, agent, say) -> None:
+    say("My home city is Porto.")
+    run_tool(
+        owner.principal,
+        "operator_update_world_model",
+        {
+            "changes": [{"op": "add", "kind": "identity", "key": "home_city", "value": "Porto"}],
+            "confirmedInConversation": True,
+            "confirmationQuote": "My home city is Porto.",
+        },
+    )
+    update = [{"op": "update", "kind": "identity", "key": "home_city", "value": "Lisbon"}]
+    made = _propose(agent, update, reason="You said you moved, on a call.")
+    client.force_login(owner.principal.user)
+    page = client.get(_decide_url(made["id"]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "The proposed change to your world model" in html
+    assert "Porto" in html and "Lisbon" in html and "<del>" in html and "<ins>" in html
+    assert "You said you moved, on a call." in html
+    assert Belief.objects.get(key="home_city").value == "Porto"  # looking changes nothing
+    intent = Intent.objects.get(id=made["id"])
+    done = client.post(_decide_url(made["id"], "accept"), {"seen": intent.payload_digest})
+    assert done.status_code == 302, done.content[:500]
+    assert Belief.objects.get(key="home_city").value == "Lisbon"
+
+
+def test_the_edit_form_applies_the_persons_value(client, owner, agent) -> None:
+    made = _propose(agent, HOME)
+    client.force_login(owner.principal.user)
+    page = client.get(_decide_url(made["id"], "edit")).content.decode()
+    assert 'name="change-0-value"' in page
+    intent = Intent.objects.get(id=made["id"])
+    posted = {"seen": intent.payload_digest, "title": intent.title, "change-0-value": "Lisbon, Portugal"}
+    done = client.post(_decide_url(made["id"], "edit"), posted)
+    assert done.status_code == 302, done.content[:800]
+    assert Belief.objects.get(key="home_city").value == "Lisbon, Portugal"
+
+
+def test_a_stale_proposal_page_says_accept_will_refuse(client, owner, agent, say) -> None:
+    made = _propose(agent, HOME)
+    say("My home city is Porto.")
+    run_tool(
+        owner.principal,
+        "operator_update_world_model",
+        {
+            "changes": [{"op": "add", "kind": "identity", "key": "home_city", "value": "Porto"}],
+            "confirmedInConversation": True,
+            "confirmationQuote": "My home city is Porto.",
+        },
+    )
+    client.force_login(owner.principal.user)
+    page = client.get(_decide_url(made["id"])).content.decode()
+    assert "Accept will refuse" in page
+    intent = Intent.objects.get(id=made["id"])
+    refused = client.post(_decide_url(made["id"], "accept"), {"seen": intent.payload_digest})
+    assert refused.status_code == 409
+    assert Belief.objects.get(key="home_city").value == "Porto"
