@@ -318,3 +318,66 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
         assert violations == []
     finally:
         stop_uvicorn(server)
+
+
+# --- a proposal, approved from its diff page -------------------------------------------------------------
+@pytest.mark.parametrize(("width", "name"), [(1280, "desktop"), (390, "phone")])
+def test_the_person_accepts_a_proposal_from_its_diff_page(
+    owner: Any, make_principal: Any, browser_page: Any, width: int, name: str
+) -> None:
+    """An agent proposes a world-model change (the person's words were a hedge); the person opens the
+    approval page — at desktop and at phone width — sees before → after, and accepts in one tap. The
+    belief then holds the value, with the approval as its evidence."""
+    from beliefs.models import Belief
+    from intents import services as intents
+
+    def make() -> Any:
+        agent = make_principal("scout", kind="agent")
+        from beliefs import services as beliefs
+
+        with transaction.atomic():
+            beliefs.record_instruction(principal=owner.principal, text="My home city is Porto.")
+            beliefs.update_world_model(
+                principal=owner.principal,
+                changes=[{"op": "add", "kind": "identity", "key": "home_city", "value": "Porto"}],
+                confirmed=True,
+                quote="My home city is Porto.",
+            )
+            intent, _ = intents.record_intent(
+                principal=agent.principal,
+                action=intents.ActionInput(
+                    type="world_model_change",
+                    title="Home city: Lisbon",
+                    changes=[{"op": "update", "kind": "identity", "key": "home_city", "value": "Lisbon"}],
+                    reason="You said on a call that you moved; I could not quote it.",
+                ),
+            )
+        return intent
+
+    intent = _db(make)
+    server = start_uvicorn()
+    page = browser_page
+    try:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{server.url}/admin/login/?next=/admin/")
+        page.fill("#id_username", "owner")
+        page.fill("#id_password", "pw-owner-123")
+        page.click("input[type=submit]")
+        page.wait_for_load_state("load")
+        page.goto(f"{server.url}/admin/intents/intent/{intent.pk}/decide/")
+        diff = page.locator("table.op-diff")
+        assert "Porto" in diff.locator("del").first.inner_text()
+        assert "Lisbon" in diff.locator("ins").first.inner_text()
+        assert "I could not quote it" in page.inner_text("#content-main")
+        # One tap: the Accept button is on the page, inside the viewport's width.
+        accept = page.locator("input[type=submit][value=Accept]")
+        box = accept.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width + 1
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"proposal-{name}.png"), full_page=True)
+        accept.click()
+        page.wait_for_load_state("load")
+        belief = _db(lambda: Belief.objects.get(kind="identity", key="home_city"))
+        assert (belief.value, belief.evidence_approval is not None) == ("Lisbon", True)
+    finally:
+        stop_uvicorn(server)
