@@ -50,6 +50,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from operator_site.compiled_sql import create_row, insert_unless_conflict
+from operator_site.mail import prints_to_console
 from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
@@ -352,7 +353,8 @@ def _send(notice: Notification, now: datetime, report: DeliveryReport) -> None:
 def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
     channels: list[tuple[str, Callable[[Notification], None]]] = []
     if settings.OPERATOR_NOTIFY_EMAIL:
-        channels.append(("email", _send_email))
+        # With the console backend the e-mail is printed, not sent: the notice says "console".
+        channels.append(("console" if prints_to_console() else "email", _send_email))
     if settings.OPERATOR_WEBHOOK_URL:
         channels.append(("webhook", _send_webhook))
     return channels

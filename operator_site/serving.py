@@ -30,12 +30,17 @@ class TcpConfig(uvicorn.Config):
         return sock
 
 
-def serve(*, host: str, port: int, workers: int = 1, **options: Any) -> None:
-    """`uvicorn.run()` for the operator's application, with `TcpConfig`."""
+def serve(
+    *, host: str, port: int, workers: int = 1, sock: socket.socket | None = None, **options: Any
+) -> None:
+    """`uvicorn.run()` for the operator's application, with `TcpConfig`. `sock`: a listening socket
+    bound beforehand (`manage.py serve` binds it before setting anything up; see preflight.py)."""
     config = TcpConfig(APPLICATION, host=host, port=port, workers=workers, **options)
     server = uvicorn.Server(config)
     if config.workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        Multiprocess(config, sockets=[sock or config.bind_socket()]).run()
+    elif sock is not None:
+        server.run(sockets=[sock])
     else:
         server.run()
 
