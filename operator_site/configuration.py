@@ -291,7 +291,8 @@ class Config:
                 where = "" if s.read_by == "settings" else f" (read by {s.read_by})"
                 meaning = s.meaning.replace("|", "\\|") + where
                 default = s.default_text.replace("|", "\\|")
-                lines.append(f"| `{s.name}` | `{default}` | {s.allowed} | {meaning} |")
+                allowed = s.allowed.replace("|", "\\|")
+                lines.append(f"| `{s.name}` | `{default}` | {allowed} | {meaning} |")
             lines.append("")
         return "\n".join(lines)
 

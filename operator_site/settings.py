@@ -246,11 +246,15 @@ OPERATOR_METRICS_ALLOW = config.list(
     "Client addresses or networks (CIDR) that may read /metrics without a token, e.g. 127.0.0.1/32. "
     "Behind a reverse proxy on the same host, do not list 127.0.0.1 unless the proxy refuses /metrics.",
 )
-PROMETHEUS_MULTIPROC_DIR = config.str(
+config.declare(
     "PROMETHEUS_MULTIPROC_DIR",
+    "path",
     "",
     "With several uvicorn workers: an empty folder, writable by the service, where each worker keeps its "
-    "counters so /metrics adds them up (prometheus-client's multiprocess mode). Wipe it at each start.",
+    "counters so /metrics adds them up (prometheus-client's multiprocess mode; read from the real "
+    "environment only, not .env). Empty it at each start.",
+    read_by="prometheus-client",
+    default_doc="(unset: one process's counters)",
 )
 OPERATOR_HEALTH_BACKLOG = config.int(
     "OPERATOR_HEALTH_BACKLOG",
@@ -450,6 +454,12 @@ try:
 except Exception as _exc:  # an unknown scheme, a malformed URL
     raise config.fail("DATABASE_URL", f"cannot be read as a database URL ({_exc})") from None
 _db = DATABASES["default"]
+if _db["ENGINE"] not in {"django.db.backends.sqlite3", "django.db.backends.postgresql"}:
+    raise config.fail(
+        "DATABASE_URL",
+        f"{DATABASE_URL.partition(':')[0]!r} is not a supported database",
+        "use sqlite:///path/to/file or postgres://user@host:5432/name",
+    )
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE transactions take the write lock at BEGIN, so concurrent writers queue on the busy
     # timeout instead of failing with "database is locked" half-way; WAL lets readers run alongside.
