@@ -22,6 +22,7 @@ from tests.fixtures import ROOT, free_port
 CODE_DIRS = ("operator_site", "beliefs", "goals", "intents", "runs")
 # Variables of the platform, not of the operator.
 PLATFORM_VARIABLES = {"DJANGO_SETTINGS_MODULE", "HOME", "PATH"}
+ENV_READERS = {"os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop"}
 
 
 def python_files(*, tests: bool) -> list[Path]:
@@ -45,9 +46,9 @@ def reads(paths: list[Path]) -> tuple[set[str], set[str]]:
     for path in paths:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                if node.value.id == "settings" and node.attr.isupper():
-                    attrs.add(node.attr)
+            is_name = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            if is_name and node.value.id == "settings" and node.attr.isupper():
+                attrs.add(node.attr)
             if isinstance(node, ast.Call):
                 func = node.func
                 name = ast.unparse(func)
@@ -56,13 +57,13 @@ def reads(paths: list[Path]) -> tuple[set[str], set[str]]:
                 if name == "getattr" and len(node.args) >= 2:
                     target = node.args[0]
                     key = node.args[1]
-                    if isinstance(target, ast.Name) and target.id == "settings" and isinstance(key, ast.Constant):
+                    if ast.unparse(target) == "settings" and isinstance(key, ast.Constant):
                         attrs.add(key.value)
-                if name in {"os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop"} and literal:
+                if name in ENV_READERS and literal:
                     variables.add(literal)
-            if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
-                if isinstance(node.slice, ast.Constant):
-                    variables.add(node.slice.value)
+            subscript = isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ"
+            if subscript and isinstance(node.slice, ast.Constant):
+                variables.add(node.slice.value)
     return attrs, variables
 
 
@@ -160,7 +161,7 @@ def test_a_value_that_does_not_fit_is_one_line_naming_the_setting(method, raw, e
     assert "docs/configuration.md" in message
 
 
-# --- misconfiguration on real processes ------------------------------------------------------------------------
+# --- misconfiguration on real processes ------------------------------------------------------------
 def manage(*args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     return subprocess.run(
@@ -263,9 +264,11 @@ def test_a_port_in_use_stops_serve_before_any_credential_is_created(tmp_path: Pa
         assert tables == []
 
 
-# --- the console e-mail backend says what it does ----------------------------------------------------------------
+# --- the console e-mail backend says what it does -----------------------------------------------------
 @pytest.mark.django_db
-def test_the_console_backend_says_printed_not_sent(settings, capsys, django_capture_on_commit_callbacks) -> None:
+def test_the_console_backend_says_printed_not_sent(
+    settings, capsys, django_capture_on_commit_callbacks
+) -> None:
     from operator_site import mail, notifications
     from operator_site.models import Notification
 
