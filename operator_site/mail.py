@@ -30,3 +30,20 @@ class ConsoleBackend(DjangoConsoleBackend):
     def write_message(self, message: Any) -> None:
         self.stream.write(NOT_SENT + "\n")
         super().write_message(message)
+
+
+def delivery_summary(delivery: dict[str, list[int]]) -> str:
+    """What happened to the notices of one delivery pass, in words (`operator_deliver`, the ticks):
+    with the console backend, delivered e-mail is said to be printed, not sent."""
+    delivered = len(delivery.get("delivered", []))
+    parts = []
+    if delivered:
+        parts.append(
+            f"{delivered} printed to the console, not sent"
+            if prints_to_console()
+            else f"{delivered} delivered"
+        )
+    for key, words in (("released", "released from a directive"), ("held", "held"), ("failed", "failed")):
+        if delivery.get(key):
+            parts.append(f"{len(delivery[key])} {words}")
+    return "notices: " + (", ".join(parts) if parts else "none due")

@@ -317,3 +317,26 @@ def test_serve_says_e_mail_is_printed_not_sent(tmp_path: Path) -> None:
     text = "".join(seen)
     assert "notices are e-mailed to the console — printed here, not sent" in text, text
     assert "created the owner's bearer token" in text  # a real first start
+
+
+@pytest.mark.django_db
+def test_operator_deliver_says_printed_not_sent_with_the_console_backend(settings, capsys) -> None:
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from operator_site import notifications
+
+    settings.OPERATOR_DELIVERY = "off"
+    settings.EMAIL_BACKEND = "operator_site.mail.ConsoleBackend"
+    notifications.notify(kind="approval_request", title="Approve: renew plan")
+    out = StringIO()
+    call_command("operator_deliver", stdout=out)
+    assert out.getvalue().strip() == "operator_deliver: notices: 1 printed to the console, not sent"
+    assert "delivered" not in out.getvalue()
+    notifications.notify(kind="approval_request", title="Approve: another")
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    out = StringIO()
+    call_command("operator_deliver", "--json", stdout=out)
+    assert len(json.loads(out.getvalue())["delivered"]) == 1

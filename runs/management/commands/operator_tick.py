@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from operator_site.face.envelope import Refusal, to_json
-from operator_site.mail import prints_to_console
+from operator_site.mail import delivery_summary
 from operator_site.models import Principal
 from operator_site.notifications import deliver_due
 from runs import services, ticks
@@ -41,22 +41,6 @@ EXIT_LOCK_HELD = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition, try agai
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 MAX_SUMMARY = services.MAX_RUN_SUMMARY_CHARS
-
-
-def _notices_line(delivery: dict[str, list[int]]) -> str:
-    """What happened to the notices, in words; honest about the console e-mail backend."""
-    delivered = len(delivery.get("delivered", []))
-    parts = []
-    if delivered:
-        parts.append(
-            f"{delivered} printed to the console, not sent"
-            if prints_to_console()
-            else f"{delivered} delivered"
-        )
-    for key, words in (("released", "released from a directive"), ("held", "held"), ("failed", "failed")):
-        if delivery.get(key):
-            parts.append(f"{len(delivery[key])} {words}")
-    return "notices: " + (", ".join(parts) if parts else "none due")
 
 
 def tick_summary(answer: dict[str, Any]) -> str:
@@ -71,7 +55,7 @@ def tick_summary(answer: dict[str, Any]) -> str:
     if answer.get("error"):
         lines.append(f"  {answer['error']}: {answer.get('reason') or run.get('summary', '')}")
     if "delivery" in answer:
-        lines.append(f"  {_notices_line(answer['delivery'])}")
+        lines.append(f"  {delivery_summary(answer['delivery'])}")
     if "observe" in answer:
         observe = answer["observe"]
         lines.append(
