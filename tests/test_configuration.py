@@ -340,3 +340,28 @@ def test_operator_deliver_says_printed_not_sent_with_the_console_backend(setting
     out = StringIO()
     call_command("operator_deliver", "--json", stdout=out)
     assert len(json.loads(out.getvalue())["delivered"]) == 1
+
+
+def test_the_bare_server_of_the_systemd_unit_also_fails_in_one_line(tmp_path: Path) -> None:
+    """`python -m operator_site.serving` (what operator.service runs): a wrong setting is one line
+    and exit 78, which the unit does not restart on; a port in use is one line and exit 69."""
+    env = {**os.environ, "OPERATOR_NO_VENV": "1", "OPERATOR_DATA_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    command = [sys.executable, "-m", "operator_site.serving", "--port", str(free_port())]
+    bad = subprocess.run(
+        command,
+        cwd=ROOT,
+        env={**env, "OPERATOR_RATE_WINDOW_S": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 78 and "OPERATOR_RATE_WINDOW_S: '0' is out of range" in one_line(bad)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run(
+            [*command[:-1], str(port)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+    assert busy.returncode == 69 and f"port {port} on 127.0.0.1 is already in use" in one_line(busy)
