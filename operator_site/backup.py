@@ -431,6 +431,9 @@ def import_archive(path: Path, *, migrate: bool = True) -> ImportReport:
 def _load(archive: zipfile.ZipFile, entry: dict[str, Any], model: type[models.Model]) -> int:
     with archive.open(entry["file"]) as raw:
         records = [json.loads(line) for line in io.TextIOWrapper(raw, encoding="utf-8") if line.strip()]
+    strays = {str(r.get("model")).lower() for r in records} - {entry["model"]}
+    if strays:
+        raise BackupError(f"{entry['file']} holds rows of another table ({', '.join(sorted(strays))})")
     if len(records) != entry["rows"]:
         raise BackupError(f"{entry['file']} holds {len(records)} rows, the manifest says {entry['rows']}")
     objects = []

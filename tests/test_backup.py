@@ -349,6 +349,15 @@ def test_an_import_into_a_database_that_is_not_empty_changes_nothing(populated, 
             True,
             "world_model",
         ),
+        # A row of another table smuggled into a file (checksums recomputed).
+        (
+            "goals.task",
+            lambda t: (
+                t + json.dumps({"model": "auth.user", "pk": 999, "fields": {"username": "mallory"}}) + "\n"
+            ),
+            True,
+            "holds rows of another table (auth.user)",
+        ),
         # A row taken out (file checksum recomputed, the manifest's row count left): counted.
         ("goals.task", lambda t: "\n".join(t.splitlines()[1:]) + "\n", True, "the manifest says"),
     ],
