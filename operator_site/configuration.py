@@ -146,12 +146,14 @@ class Config:
         self.declared.append(setting)
         return setting
 
-    def raw(self, name: str) -> str | None:
-        """The variable's text: the real environment wins over `.env`; None when unset or empty."""
+    def raw(self, name: str, *, empty_is_unset: bool = True) -> str | None:
+        """The variable's text: the real environment wins over `.env`; None when unset (or empty,
+        for typed values: `OPERATOR_RATE_LIMIT=` means the default, while `OPERATOR_NOTIFY_EMAIL=`
+        means no address)."""
         value = self.environ.get(name)
         if value is None:
             value = self._dotenv.get(name)
-        if value is None or value.strip() == "":
+        if value is None or (empty_is_unset and value.strip() == ""):
             return None
         return value
 
@@ -169,12 +171,12 @@ class Config:
     # --- typed readers: each declares the setting and returns its value ----------------------------
     def str(self, name: str, default: str, meaning: str, **extra: Any) -> str:
         self._declare(name, "str", default, meaning, **extra)
-        raw = self.raw(name)
+        raw = self.raw(name, empty_is_unset=False)
         return default if raw is None else raw.strip()
 
     def secret(self, name: str, default: str, meaning: str, **extra: Any) -> str:
         self._declare(name, "secret", default, meaning, **extra)
-        raw = self.raw(name)
+        raw = self.raw(name, empty_is_unset=False)
         return default if raw is None else raw.strip()
 
     def url(self, name: str, default: str, meaning: str, **extra: Any) -> str:
@@ -245,7 +247,7 @@ class Config:
 
     def list(self, name: str, default: Iterable[str], meaning: str, **extra: Any) -> list[str]:
         self._declare(name, "list", builtins.list(default), meaning, **extra)
-        raw = self.raw(name)
+        raw = self.raw(name, empty_is_unset=False)
         if raw is None:
             return builtins.list(default)
         return [item.strip() for item in raw.split(",") if item.strip()]
@@ -277,6 +279,8 @@ class Config:
             "Settings come from the environment, or from a `.env` file next to `manage.py` (real",
             "environment variables win; `.env.example` is a complete template). A value that does not",
             "fit stops every command with one line naming the variable, what was wrong and what to do.",
+            "A variable set to nothing (`NAME=`) means the default for numbers, flags and choices, and",
+            "empty for text and lists (`OPERATOR_NOTIFY_EMAIL=` turns the e-mail channel off).",
             "",
         ]
         sections: dict[str, list[Setting]] = {}

@@ -136,6 +136,11 @@ def test_a_declaration_reads_env_file_and_environment_with_the_environment_winni
     assert config.str("A_WORD", "", "a word.") == "hello"
     assert config.bool("A_FLAG", False, "a flag.") is True
     assert config.list("A_LIST", ["x"], "a list.") == ["x"]
+    # Set but empty: a text or list setting is empty (e.g. no e-mail address); a typed one is its default.
+    empty = configuration.Config(environ={"AN_ADDRESS": "", "HOSTS": "", "A_LIMIT": " "})
+    assert empty.str("AN_ADDRESS", "owner@localhost", "an address.") == ""
+    assert empty.list("HOSTS", ["localhost"], "hosts.") == []
+    assert empty.int("A_LIMIT", 60, "a limit.") == 60
     with pytest.raises(ValueError, match="declared twice"):
         config.str("A_WORD", "", "again.")
 
