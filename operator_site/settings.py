@@ -293,9 +293,10 @@ config.declare(
 )
 config.declare(
     "OPERATOR_NO_VENV",
-    "bool",
-    False,
-    "Run manage.py in the current interpreter (which must have the dependencies) instead of .venv.",
+    "flag",
+    "",
+    "Set to 1 to run manage.py in the current interpreter (it must have the dependencies), not in .venv.",
+    choices=("1",),
 )
 config.section(
     "Test suite and CI",
@@ -304,30 +305,34 @@ config.section(
 )
 config.declare(
     "OPERATOR_REQUIRE_POSTGRES",
-    "bool",
-    False,
-    "Fail (not skip) PostgreSQL-only tests on SQLite.",
+    "flag",
+    "",
+    "Set to 1: PostgreSQL-only tests fail (not skip) on SQLite.",
+    choices=("1",),
     read_by="tests",
 )
 config.declare(
     "OPERATOR_REQUIRE_INTEROP",
-    "bool",
-    False,
-    "Fail (not skip) the Node.js interop tests without Node.",
+    "flag",
+    "",
+    "Set to 1: the Node.js interop tests fail (not skip) without Node.",
+    choices=("1",),
     read_by="tests",
 )
 config.declare(
     "OPERATOR_REQUIRE_BROWSER",
-    "bool",
-    False,
-    "Fail (not skip) the browser tests without Chromium.",
+    "flag",
+    "",
+    "Set to 1: the browser tests fail (not skip) without Chromium.",
+    choices=("1",),
     read_by="tests",
 )
 config.declare(
     "OPERATOR_REQUIRE_SYSTEMD",
-    "bool",
-    False,
-    "Fail (not skip) the `systemd-analyze verify` test of the unit files without systemd-analyze.",
+    "flag",
+    "",
+    "Set to 1: the `systemd-analyze verify` test of the unit files fails (not skips) without it.",
+    choices=("1",),
     read_by="tests",
 )
 config.declare(
@@ -341,9 +346,10 @@ config.declare(
 )
 config.declare(
     "OPERATOR_WRITE_SCREENSHOTS",
-    "bool",
-    False,
-    "The browser tests write docs/screenshots/ (otherwise $OPERATOR_DATA_DIR/screenshots).",
+    "flag",
+    "",
+    "Set to 1: the browser tests write docs/screenshots/ (otherwise $OPERATOR_DATA_DIR/screenshots).",
+    choices=("1",),
     read_by="tests",
 )
 config.declare(
