@@ -171,8 +171,10 @@ def export_archive(path: Path, *, with_token_digests: bool = False) -> ExportRep
     """Write the archive (and its .sha256) to `path`; see the module docstring."""
     path = Path(path)
     files: list[dict[str, Any]] = []
-    buffer = io.BytesIO()
-    with snapshot(), zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    # Written beside the target and renamed when complete: a crash never leaves a half archive
+    # under the final name, and a large history is streamed to disk, not held in memory.
+    partial = path.with_name(path.name + ".partial")
+    with snapshot(), zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         migrations = applied_migrations()
         checks = verify()
         for index, model in enumerate(exported_models(), start=1):
@@ -203,11 +205,18 @@ def export_archive(path: Path, *, with_token_digests: bool = False) -> ExportRep
         }
         archive.writestr("MANIFEST.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         archive.writestr("README.txt", _readme(manifest))
-    data = buffer.getvalue()
-    path.write_bytes(data)
-    sha = hashlib.sha256(data).hexdigest()
+    sha = _file_sha256(partial)
+    partial.replace(path)
     path.with_name(path.name + ".sha256").write_text(f"{sha}  {path.name}\n")
     return ExportReport(path, sha, {f["model"]: f["rows"] for f in files}, checks, with_token_digests)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _django_version() -> str:
@@ -339,7 +348,7 @@ def _check_sidecar(path: Path) -> None:
     if not sidecar.exists():
         return
     expected = sidecar.read_text().split()[0] if sidecar.read_text().strip() else ""
-    actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    actual = _file_sha256(path)
     if not _same(expected, actual):
         raise BackupError(f"{path.name} does not match {sidecar.name}: the archive is damaged or altered")
 
