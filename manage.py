@@ -20,6 +20,7 @@ import secrets
 import subprocess
 import sys
 import tomllib
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -56,33 +57,84 @@ def _ensure_venv(extras: tuple[str, ...]) -> None:
     if installed is not None and set(extras) <= installed:
         return
     wanted = tuple(sorted(set(extras) | (installed or set())))
-    print(f"operator: installing dependencies ({', '.join(wanted) or 'runtime'})", flush=True)
-    subprocess.check_call(
-        [
-            str(_venv_python()),
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "-q",
-            *_requirements(wanted),
-        ]
+    print(
+        f"operator: installing dependencies ({', '.join(wanted) or 'runtime'}) into {VENV}; "
+        "the first time takes a minute or two",
+        flush=True,
     )
+    pip_install(str(_venv_python()), _requirements(wanted))
     stamp_file.write_text(json.dumps({"pyproject": digest, "extras": list(wanted)}))
+
+
+def progress_line(line: str) -> str | None:
+    """What a person sees of one line of pip's output: the package being fetched or installed, not
+    pip's every detail (the full output is shown if the install fails)."""
+    text = line.strip()
+    for prefix, verb in (("Collecting ", "collecting"), ("Downloading ", "downloading")):
+        if text.startswith(prefix):
+            return f"operator:   {verb} {text[len(prefix) :]}"
+    if text.startswith("Installing collected packages:"):
+        count = len([p for p in text.partition(":")[2].split(",") if p.strip()])
+        return f"operator:   installing {count} packages..."
+    if text.startswith("Successfully installed "):
+        return f"operator:   installed {len(text.split()) - 2} packages"
+    return None
+
+
+def pip_install(python: str, requirements: list[str], extra_args: tuple[str, ...] = ()) -> None:
+    """`pip install` with its progress shown one short line per package; on failure, pip's last
+    lines and one line saying what failed (exit status 1)."""
+    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    process = subprocess.Popen(
+        [*command, *extra_args, *requirements],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    tail: deque[str] = deque(maxlen=30)
+    satisfied = 0
+    assert process.stdout is not None
+    for line in process.stdout:
+        tail.append(line.rstrip())
+        satisfied += line.startswith("Requirement already satisfied")
+        shown = progress_line(line)
+        if shown:
+            print(shown, flush=True)
+    if process.wait() != 0:
+        print("\n".join(tail), file=sys.stderr, flush=True)
+        raise SystemExit(
+            f"operator: installing dependencies failed (pip exited {process.returncode}; its last lines "
+            "are above). Check the network or the package index, then run the command again."
+        )
+    already = f" ({satisfied} already installed)" if satisfied else ""
+    print(f"operator: dependencies ready{already}", flush=True)
 
 
 def _ensure_local_secret_key() -> None:
     """`serve` without SECRET_KEY: generate one into the data folder, readable by this user only."""
-    if os.environ.get("SECRET_KEY"):
+    from operator_site.configuration import read_dotenv  # inside the venv by now
+
+    dotenv = read_dotenv(ROOT / ".env")
+    if os.environ.get("SECRET_KEY") or dotenv.get("SECRET_KEY"):
         return
-    data_dir = Path(os.environ.get("OPERATOR_DATA_DIR") or ROOT / "var")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(os.environ.get("OPERATOR_DATA_DIR") or dotenv.get("OPERATOR_DATA_DIR") or ROOT / "var")
     key_file = data_dir / "secret_key"
-    if not key_file.exists():
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(50))
-        print(f"operator: generated a local SECRET_KEY in {key_file}", flush=True)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if not key_file.exists():
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(50))
+            print(f"operator: generated a local SECRET_KEY in {key_file}", flush=True)
+    except OSError as exc:
+        print(
+            f"operator: OPERATOR_DATA_DIR: cannot write {key_file} ({exc.strerror or exc}); make the "
+            "folder writable by this user, point OPERATOR_DATA_DIR at a writable folder, or set SECRET_KEY.",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.exit(78)
 
 
 def main() -> None:
@@ -103,7 +155,19 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "operator_site.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except Exception as exc:
+        # A misconfiguration, an unreachable database, a port in use: one line that says which
+        # setting, what was wrong and what to do, instead of a traceback.
+        from operator_site.preflight import explain
+
+        explained = explain(exc)
+        if explained is None:
+            raise
+        line, status = explained
+        print(line, file=sys.stderr, flush=True)
+        sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ from django.utils import timezone
 from operator_site import outbound
 from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.display import describe_char, header_text, hidden_chars, visible_text
+from operator_site.mail import prints_to_console
 from operator_site.models import Notification, NotificationBudget, Principal
 
 logger = logging.getLogger("operator.notifications")
@@ -482,7 +483,8 @@ def _send(notice: Notification, token: str, now: datetime, report: DeliveryRepor
 def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
     channels: list[tuple[str, Callable[[Notification], None]]] = []
     if settings.OPERATOR_NOTIFY_EMAIL:
-        channels.append(("email", _send_email))
+        # With the console backend the e-mail is printed, not sent: the notice says "console".
+        channels.append(("console" if prints_to_console() else "email", _send_email))
     if settings.OPERATOR_WEBHOOK_URL:
         channels.append(("webhook", _send_webhook))
     return channels

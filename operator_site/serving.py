@@ -30,19 +30,25 @@ class TcpConfig(uvicorn.Config):
         return sock
 
 
-def serve(*, host: str, port: int, workers: int = 1, **options: Any) -> None:
-    """`uvicorn.run()` for the operator's application, with `TcpConfig`."""
+def serve(
+    *, host: str, port: int, workers: int = 1, sock: socket.socket | None = None, **options: Any
+) -> None:
+    """`uvicorn.run()` for the operator's application, with `TcpConfig`. `sock`: a listening socket
+    bound beforehand (`manage.py serve` binds it before setting anything up; see preflight.py)."""
     config = TcpConfig(APPLICATION, host=host, port=port, workers=workers, **options)
     server = uvicorn.Server(config)
     if config.workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        Multiprocess(config, sockets=[sock or config.bind_socket()]).run()
+    elif sock is not None:
+        server.run(sockets=[sock])
     else:
         server.run()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m operator_site.serving --port N [--workers N]`: what the live-server tests start
-    (no migration, no owner token: the tests prepare their own database)."""
+    """`python -m operator_site.serving --port N [--host H] [--workers N]`: uvicorn alone, as the
+    systemd unit and the live-server tests start it (no migration, no owner token). A wrong setting
+    or a port in use ends in one line (operator_site/preflight.py)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -51,10 +57,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--log-level", default="warning")
     opts = parser.parse_args(argv)
+    import os
+    import sys
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "operator_site.settings")
+    from operator_site.preflight import bind_listener, explain
+
+    try:
+        import django
+
+        django.setup()  # a wrong setting ends here, in one line (exit 78), not in a worker's traceback
+        sock = bind_listener(opts.host, opts.port)
+    except Exception as exc:
+        explained = explain(exc)
+        if explained is None:
+            raise
+        print(explained[0], file=sys.stderr, flush=True)
+        sys.exit(explained[1])
     serve(
         host=opts.host,
         port=opts.port,
         workers=opts.workers,
+        sock=sock,
         access_log=False,
         log_level=opts.log_level,
         lifespan="on",

@@ -19,10 +19,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import httpx2
 from django.conf import settings
 
+from runs.client import ClientError, DeadlineExceeded, call_tool_once, refusal_message
 from runs.powers import DOWNSTREAM
 
 
@@ -64,7 +63,7 @@ def check_allowed(caller: str, tool: str) -> None:
     if allowed is None:
         raise BrainRefused(f"{caller} refused: {caller!r} has no enumerated ian-brain tool allowlist")
     if tool not in allowed:
-        raise BrainRefused(f"{caller} refused: {tool} is not in the enumerated ian-brain tool allowlist")
+        raise BrainRefused(refusal_message(caller, tool, "ian-brain"))
 
 
 async def call_brain_async(
@@ -78,25 +77,17 @@ async def call_brain_async(
     check_allowed(caller, tool)
     if not settings.BRAIN_URL:
         raise BrainNotConfigured("no brain is configured (BRAIN_URL is empty)")
-    # Imported here: the allowlist refusal above must not even load the client machinery.
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     deadline = settings.BRAIN_TIMEOUT_S if timeout_s is None else timeout_s
-    headers = {"Authorization": f"Bearer {settings.BRAIN_TOKEN}"} if settings.BRAIN_TOKEN else {}
     try:
-        with anyio.fail_after(deadline):
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=deadline, follow_redirects=False) as http,
-                Client(streamable_http_client(settings.BRAIN_URL, http_client=http), mode="auto") as client,
-            ):
-                result = await client.call_tool(tool, arguments or {}, meta=meta)
-    except TimeoutError as exc:
+        # The same core as the operator's own client for runners (runs/client.py): the official
+        # SDK client under one total deadline.
+        result = await call_tool_once(
+            settings.BRAIN_URL, tool, arguments, token=settings.BRAIN_TOKEN, deadline_s=deadline, meta=meta
+        )
+    except DeadlineExceeded as exc:
         raise BrainTimeout(f"{caller}: {tool} did not answer within {deadline:g} s; abandoned") from exc
-    except BrainError:
-        raise
-    except Exception as exc:  # connection refused, protocol errors, a 401 from the brain...
-        raise BrainError(f"{caller}: {tool} failed: {type(exc).__name__}: {exc}"[:500]) from exc
+    except ClientError as exc:  # connection refused, protocol errors, a 401 from the brain...
+        raise BrainError(f"{caller}: {exc}"[:500]) from exc
     text = "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
     return BrainResult(
         tool=tool, is_error=bool(result.is_error), text=text, structured=result.structured_content

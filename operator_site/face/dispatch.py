@@ -29,6 +29,7 @@ from django.db import DatabaseError, DataError, connection, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
+from operator_site import metrics
 from operator_site.face.db import run_db
 from operator_site.face.envelope import Refusal, envelope
 from operator_site.face.registry import ToolSpec
@@ -133,12 +134,15 @@ def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
 def _run_in_transaction(
     spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
+    outcome = AuditEvent.Outcome.ERROR  # what the metrics count this call as (set by each branch)
     try:
         with _unit(spec):
             result = spec.fn(call, args)
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
+        outcome = AuditEvent.Outcome.OK
         return envelope(result)
     except Refusal as refusal:
+        outcome = AuditEvent.Outcome.REFUSED
         # The transaction above is rolled back: the refusal (a lost version race included: the
         # seed's {ok: false, retry: true}) leaves only its audit row behind.
         _write_audit(
@@ -146,6 +150,7 @@ def _run_in_transaction(
         )
         return envelope(refusal.as_result())
     except DataError:
+        outcome = AuditEvent.Outcome.REFUSED
         # A value the database itself refuses (out of range, malformed for its column): the
         # caller's input, not an outage — say so, and do not invite a retry of the same call.
         logger.info("tool %s: the database refused a value", spec.name)
@@ -180,6 +185,7 @@ def _run_in_transaction(
             is_error=True,
         )
     except Exception:
+        outcome = AuditEvent.Outcome.ERROR
         logger.exception("tool %s crashed", spec.name)
         _write_audit(
             call.principal,
@@ -198,6 +204,8 @@ def _run_in_transaction(
             },
             is_error=True,
         )
+    finally:
+        metrics.observe_call(spec.name, outcome, started)
 
 
 def _best_effort_audit(
@@ -224,6 +232,7 @@ def _refuse_before_dispatch(
 async def audit_unknown_tool(principal: Principal, name: str, arguments: dict[str, Any]) -> None:
     started = time.perf_counter()
     claimed = arguments.get("actor", _MISSING) if isinstance(arguments, dict) else _MISSING
+    metrics.count_rejected("unknown_tool")  # not by name: a caller's made-up names are unbounded
     await run_db(
         _refuse_before_dispatch,
         principal,
@@ -244,6 +253,7 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         await run_db(
             _refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest, claimed
         )
+        metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         return envelope(
             {
                 "ok": False,
@@ -275,6 +285,7 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         await run_db(
             _refuse_before_dispatch, principal, spec.name, "invalid_arguments", started, args_digest, claimed
         )
+        metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         reason = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         return envelope(
             {

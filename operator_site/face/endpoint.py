@@ -37,6 +37,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INVALID_REQUEST, PARSE_ERROR
 from starlette.types import Message, Receive, Scope, Send
 
+from operator_site import metrics
 from operator_site.face import exchange
 from operator_site.face.auth import parse_bearer
 from operator_site.face.db import run_db
@@ -210,6 +211,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     except DatabaseError:
         # The bearer cannot be checked without the database: a clean, retryable answer, not a 500.
         logger.warning("database unavailable while authenticating a request")
+        metrics.count_rejected("database_unavailable")
         await _json(
             send,
             503,
@@ -222,6 +224,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         )
         return
     if principal is None:
+        metrics.count_rejected("unauthorized")
         await _json(
             send,
             401,
@@ -233,6 +236,7 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         )
         return
     if rate is not None and not rate.allowed:
+        metrics.count_rejected("rate_limited")
         await _json(
             send,
             429,

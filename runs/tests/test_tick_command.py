@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db
 
 def run_command(*args: str) -> dict[str, Any]:
     out = StringIO()
-    call_command("operator_tick", *args, stdout=out)
+    call_command("operator_tick", *args, "--json", stdout=out)
     return json.loads(out.getvalue())
 
 
@@ -153,11 +153,11 @@ def manage(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.django_db(transaction=True)
 def test_exit_codes_of_the_real_command(agent) -> None:
-    status = manage("status")
+    status = manage("status", "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["wrote"] is False
 
-    morning = manage("morning")
+    morning = manage("morning", "--json")
     assert morning.returncode == 0, morning.stderr
     assert json.loads(morning.stdout)["run"]["status"] == "ok"
 
@@ -178,3 +178,37 @@ def test_exit_codes_of_the_real_command(agent) -> None:
     night = manage("night")
     assert night.returncode == 0, night.stderr
     assert list(Tick.objects.order_by("id").values_list("mode", flat=True)) == ["morning", "night"]
+
+
+# --- what a person reads: a short summary by default, JSON with --json -------------------------------------
+def test_a_tick_prints_a_short_summary_by_default(db, settings) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    out = StringIO()
+    call_command("operator_tick", "morning", stdout=out)
+    text = out.getvalue()
+    run = Run.objects.get()
+    lines = text.strip().splitlines()
+    assert lines[0] == f"operator_tick morning: ok (run {run.id})"
+    assert run.summary in text and "notices: none due" in text
+    assert len(lines) <= 8 and "{" not in text  # not the ~240 lines of JSON
+
+
+def test_the_status_summary_names_the_lock_holder(agent) -> None:
+    held = services.start_run(principal=agent.principal, kind="inbox-triage")
+    out = StringIO()
+    call_command("operator_tick", "status", stdout=out)
+    text = out.getvalue()
+    assert text.startswith("operator_tick status: ") and "nothing was written" in text
+    assert f"run lock: held by run {held.run.id} (inbox-triage, scout" in text
+
+
+def test_the_summary_says_console_e_mail_was_not_sent() -> None:
+    from operator_site.mail import NOT_SENT  # noqa: F401 - the wording lives there
+
+    answer = {"mode": "morning", "run_id": 3, "run": {"status": "ok"}, "delivery": {"delivered": [1, 2]}}
+    from django.test import override_settings
+
+    with override_settings(EMAIL_BACKEND="operator_site.mail.ConsoleBackend"):
+        assert "notices: 2 printed to the console, not sent" in command.tick_summary(answer)
+    with override_settings(EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend"):
+        assert "notices: 2 delivered" in command.tick_summary(answer)

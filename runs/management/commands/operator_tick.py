@@ -13,10 +13,12 @@ nothing, so it takes no run: it works while another run holds the lock.
 probes through the brain, recorded as tainted observations) under the same run, after the tick.
 Without a brain it reports `brain_not_configured` and the tick still counts as done.
 
-Prints the tick's answer as JSON. Exit status: 0 done; 75 (EX_TEMPFAIL) another run holds the lock
-— nothing was done, try again later; 1 the tick was refused (e.g. a date in the future), failed,
-its run went stale under it, or an observe probe could not be carried out; 130 interrupted;
-2 bad usage.
+Prints a short summary for a person (what the tick did, the run, the notices); `--json` prints the
+tick's full answer as JSON instead (for scripts and logs that parse it).
+
+Exit status: 0 done; 75 (EX_TEMPFAIL) another run holds the lock — nothing was done, try again
+later; 1 the tick was refused (e.g. a date in the future), failed, its run went stale under it, or
+an observe probe could not be carried out; 130 interrupted; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from operator_site.face.envelope import Refusal, to_json
+from operator_site.mail import delivery_summary
 from operator_site.models import Principal
 from operator_site.notifications import deliver_due
 from runs import services, ticks
@@ -38,6 +41,54 @@ EXIT_LOCK_HELD = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition, try agai
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 MAX_SUMMARY = services.MAX_RUN_SUMMARY_CHARS
+
+
+def tick_summary(answer: dict[str, Any]) -> str:
+    """A few lines for a person reading a terminal or a timer's log."""
+    run = answer.get("run", {})
+    lines = [f"operator_tick {answer['mode']}: {run.get('status', '?')} (run {answer.get('run_id')})"]
+    tick = answer.get("tick") or {}
+    if tick.get("headline"):
+        lines.append(f"  {tick['headline']}")
+    if tick.get("note"):
+        lines.append(f"  {tick['note']}")
+    if answer.get("error"):
+        lines.append(f"  {answer['error']}: {answer.get('reason') or run.get('summary', '')}")
+    if "delivery" in answer:
+        lines.append(f"  {delivery_summary(answer['delivery'])}")
+    if "observe" in answer:
+        observe = answer["observe"]
+        lines.append(
+            f"  observe: {observe.get('status')}"
+            + (f" ({observe['reason']})" if observe.get("reason") else "")
+        )
+    lines.append("  (--json prints the full answer)")
+    return "\n".join(lines)
+
+
+def status_summary(result: dict[str, Any]) -> str:
+    day = result.get("day") or {}
+    lines = [
+        f"operator_tick status: {result['date']} ({day.get('state', 'not_opened')}); nothing was written"
+    ]
+    if result.get("headline"):
+        lines.append(f"  since the previous tick: {result['headline']}")
+    figures = result.get("figures") or {}
+    if figures.get("headline"):
+        lines.append(f"  today: {figures['headline']}")
+    runs = result.get("runs") or {}
+    running = runs.get("running")
+    if running:
+        lines.append(
+            f"  run lock: held by run {running['id']} ({running['kind']}, {running['holder']}, "
+            f"last heartbeat {running['last_heartbeat']})"
+        )
+    else:
+        last = runs.get("last_finished")
+        after = f"; last run {last['id']} ({last['kind']}) finished {last['status']}" if last else ""
+        lines.append(f"  run lock: free{after}")
+    lines.append("  (--json prints the full answer)")
+    return "\n".join(lines)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -120,6 +171,9 @@ class Command(BaseCommand):
             help="also run the observe step (brain probes → tainted observations) under the same run",
         )
         parser.add_argument(
+            "--json", action="store_true", help="print the tick's full answer as JSON (default: a summary)"
+        )
+        parser.add_argument(
             "--stale-after",
             type=int,
             default=DEFAULT_STALE_AFTER_S,
@@ -134,7 +188,7 @@ class Command(BaseCommand):
                 result = ticks.run_tick(principal=None, mode="status", day=day)
             except Refusal as refusal:
                 raise CommandError(f"{refusal.code}: {refusal.reason}", returncode=EXIT_FAILED) from None
-            self.stdout.write(to_json(result))
+            self.stdout.write(to_json(result) if opts["json"] else status_summary(result))
             return
         if opts["observe"] and mode == "night":
             raise CommandError("--observe goes with morning, start or check-in, not night", returncode=2)
@@ -142,7 +196,7 @@ class Command(BaseCommand):
             principal = ticks.tick_principal()
         started = start_tick_run(principal, mode, opts["stale_after"])
         answer = self.tick_then_finish(started, principal, mode, day, opts["observe"])
-        self.stdout.write(to_json(answer))
+        self.stdout.write(to_json(answer) if opts["json"] else tick_summary(answer))
         run = answer["run"]
         if run["status"] != "ok":
             why = f"{answer['error']}: {answer.get('reason')}" if answer.get("error") else run["summary"]
