@@ -39,7 +39,7 @@ async def _populate(url: str, owner_token: str, agent_token: str) -> None:
         base_url=url, headers={"Authorization": f"Bearer {owner_token}"}, timeout=60
     ) as owner:
         steps: list[tuple[str, dict[str, Any]]] = [
-            ("operator_record_instruction", {"text": "Please call me Iain from now on."}),
+            ("operator_record_instruction", {"text": "Please note my name is Iain from now on."}),
             (
                 "operator_update_world_model",
                 {
@@ -53,7 +53,7 @@ async def _populate(url: str, owner_token: str, agent_token: str) -> None:
                 {
                     "changes": [{"op": "add", "kind": "identity", "key": "name", "value": "Iain"}],
                     "confirmedInConversation": True,
-                    "confirmationQuote": "Please call me Iain from now on.",
+                    "confirmationQuote": "Please note my name is Iain from now on.",
                 },
             ),
             (
