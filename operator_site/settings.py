@@ -216,6 +216,12 @@ if OPERATOR_CONFIRMATION_WINDOW_HOURS < 1:
 OPERATOR_APPROVAL_EXPIRY_DAYS = env.int("OPERATOR_APPROVAL_EXPIRY_DAYS", default=7)
 if not 1 <= OPERATOR_APPROVAL_EXPIRY_DAYS <= 365:
     raise ImproperlyConfigured("OPERATOR_APPROVAL_EXPIRY_DAYS must be between 1 and 365")
+# The longest a run may go without a heartbeat before the next start may take it over, in minutes: an
+# agent's `stale_after_s` is capped at this, so no caller can hold the single-running lock (which
+# stops the executor and every tick) for longer without proving it is alive. Default 15; 1..120.
+OPERATOR_RUN_MAX_STALE_MINUTES = env.int("OPERATOR_RUN_MAX_STALE_MINUTES", default=15)
+if not 1 <= OPERATOR_RUN_MAX_STALE_MINUTES <= 120:
+    raise ImproperlyConfigured("OPERATOR_RUN_MAX_STALE_MINUTES must be between 1 and 120 (minutes)")
 
 # --- The person's "brain": another MCP server the operator calls, through enumerated allowlists ----
 BRAIN_URL = env.str("BRAIN_URL", default="")

@@ -23,7 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("operator: database migrated")
-        ensure_owner(self.stdout)
+        ensure_owner(self.stdout, self.stderr)
         self.stdout.write(
             f"operator: serving MCP at http://{opts['host']}:{opts['port']}/mcp, "
             f"the admin at http://{opts['host']}:{opts['port']}/admin/"
