@@ -28,8 +28,12 @@ django_application = get_asgi_application()
 
 from operator_site.face import registry  # noqa: E402
 from operator_site.face.endpoint import mcp_endpoint  # noqa: E402
+from operator_site.serving import install_access_log_filter  # noqa: E402
 
 registry.all_tools()  # build every SDK Tool object now, not on the first request
+# However uvicorn was started (`serve`, or `uvicorn operator_site.asgi:application` by hand), its
+# access log never carries a query string (operator_site/serving.py).
+install_access_log_filter()
 
 _static = StaticFiles(packages=[("django.contrib.admin", "static"), ("ninja", "static")])
 _STATIC_PREFIX = settings.STATIC_URL.rstrip("/")
