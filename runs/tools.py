@@ -328,6 +328,7 @@ class HistoryArgs(ToolArgs):
 @tool(
     "operator_history",
     tool_class=ToolClass.READ,
+    snapshot=True,
     args=HistoryArgs,
     title="Recent operator days",
     examples=[{}, {"days": 30}],

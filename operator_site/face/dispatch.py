@@ -21,10 +21,12 @@ import json
 import logging
 import re
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError, connection, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
@@ -129,26 +131,61 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
+@contextmanager
+def read_snapshot() -> Iterator[None]:
+    """One snapshot for a read of several queries, so its counts and lists agree under concurrent
+    writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
+    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so the price is that statement and the
+    COMMIT. On SQLite a transaction already is one snapshot. Inside a caller's transaction there is
+    nothing to open (its isolation is the caller's)."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    saved = (raw.isolation_level, raw.read_only)
+    raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with transaction.atomic():
+            yield
+    finally:
+        if not raw.closed:
+            raw.isolation_level, raw.read_only = saved
+
+
 def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
     """The transaction a call runs in.
 
     Every write, and every call on SQLite (where a transaction is also the reads' one snapshot),
-    runs in one transaction with its audit row. A read on PostgreSQL runs without one: under READ
-    COMMITTED each statement sees its own snapshot whether or not it is inside a transaction, so
-    BEGIN and COMMIT would buy nothing but two round trips, and a read has no change for its audit
-    row to be atomic with (a read that fails writes nothing but its audit row, as before).
+    runs in one transaction with its audit row. A read on PostgreSQL is written without one when it
+    is a single query (under READ COMMITTED each statement sees its own snapshot whether or not it
+    is inside a transaction, so BEGIN and COMMIT would buy nothing but two round trips); a read of
+    several queries (`spec.snapshot`: the packet, operator_state, operator_history, the world model)
+    runs in `read_snapshot()`, and its audit row is written after it (the snapshot is read-only).
     """
     if spec.read_only and connection.vendor == "postgresql":
-        return nullcontext()
+        return read_snapshot() if spec.snapshot else nullcontext()
     return transaction.atomic()
+
+
+def _audit_after(spec: ToolSpec) -> bool:
+    """Whether the audit row of a successful call is written after its unit (a read-only snapshot)."""
+    return spec.snapshot and connection.vendor == "postgresql"
 
 
 def _run_in_transaction(
     spec: ToolSpec, call: ToolCall, args: Any, started: float, args_digest: str, claimed: Any
 ) -> CallToolResult:
     try:
+        after = _audit_after(spec)
         with _unit(spec):
             result = spec.fn(call, args)
+            if not after:
+                _write_audit(
+                    call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed
+                )
+        if after:
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
         return envelope(result)
     except Refusal as refusal:
