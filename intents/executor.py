@@ -249,11 +249,27 @@ def claim_next(
 
     Approved/queued intents move to `executing` through `transition_intent` (the legal-move table
     and a compare-and-set); an `executing` intent under an expired lease is re-leased by a
-    compare-and-set on its old token. Either way exactly one claimant wins.
+    compare-and-set on its old token. Either way exactly one claimant wins. An intent whose claim
+    raises (a poisoned row) is left where it was, logged, added to `exclude` (when it is a set: the
+    caller's pass skips it) and the next one is claimed instead.
     """
     skip = set(exclude)
     for _ in range(_CLAIM_ATTEMPTS):
-        claim = _claim_one(principal=principal, lease_s=lease_s, holder=holder, now=now, exclude=skip)
+        picked: list[int] = []
+        try:
+            claim = _claim_one(
+                principal=principal, lease_s=lease_s, holder=holder, now=now, exclude=skip, picked=picked
+            )
+        except Exception:
+            if not picked:
+                raise  # not about one intent (the database is gone): the pass cannot go on
+            # Claiming this one intent failed (a poisoned row): its claim was rolled back, it stays
+            # where it was, logged; the pass goes on without it.
+            log_failure(logger, "executor: claiming intent %s", picked[0])
+            if isinstance(exclude, set):
+                exclude.add(picked[0])  # the caller's pass skips it from now on
+            skip.add(picked[0])
+            continue
         if not isinstance(claim, int):
             return claim
         skip.add(claim)  # lost that one to someone else: try the next
@@ -264,9 +280,16 @@ _CLAIM_ATTEMPTS = 20
 
 
 def _claim_one(
-    *, principal: Principal, lease_s: float, holder: str, now: datetime, exclude: set[int]
+    *,
+    principal: Principal,
+    lease_s: float,
+    holder: str,
+    now: datetime,
+    exclude: set[int],
+    picked: list[int] | None = None,
 ) -> Claim | int | None:
-    """One claim attempt: the claim, None (nothing claimable), or the id of an intent lost to a race."""
+    """One claim attempt: the claim, None (nothing claimable), or the id of an intent lost to a race.
+    The id of the intent it picked is appended to `picked` (so a failure can be pinned on it)."""
     token = secrets.token_hex(16)
     expires = now + timedelta(seconds=lease_s)
     lease = {"lease_token": token, "lease_holder": holder[:200], "lease_expires_at": expires}
@@ -274,6 +297,8 @@ def _claim_one(
         intent = _claimable(now).exclude(id__in=exclude).first()
         if intent is None:
             return None
+        if picked is not None:
+            picked.append(intent.id)
         if intent.status == IntentStatus.EXECUTING:
             won = Intent.objects.filter(
                 id=intent.id,
