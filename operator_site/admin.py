@@ -39,7 +39,7 @@ class InputGuardMixin:
     - the date hierarchy's year/month/day (Django computes the next year, month or day from them and
       converts them to UTC unbounded: `?created_at__year=9999`, or year 1 east of UTC);
     - a whole number in a filter beyond what the database holds (`?holder=99999999999999999999`:
-      SQLite cannot bind it);
+      SQLite cannot bind it), and a NUL character in a filter or the search (PostgreSQL refuses it);
     - the ids an action is applied to (`_selected_action=abc`, or 40 digits).
 
     The first two are the admin's own "invalid lookup" answer (`?e=1`), the last a message. Used by
@@ -51,9 +51,11 @@ class InputGuardMixin:
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         for name, values in request.GET.lists():
-            if name == "q":  # search text, never bound as a number
-                continue
             for value in values:
+                if door.unstorable_text(value) or door.unstorable_text(name):
+                    raise IncorrectLookupParameters(f"{name}: a NUL character")  # PostgreSQL refuses it
+                if name == "q":  # search text, never bound as a number
+                    continue
                 digits = value.strip().removeprefix("-")
                 if digits.isascii() and digits.isdigit() and int(digits) > door.INT_MAX:
                     raise IncorrectLookupParameters(f"{name}: number out of range")
