@@ -29,10 +29,13 @@ like a type error: nothing runs, and the call's audit row is written.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
+import types
 import typing
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -65,9 +68,22 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def _clean_as_json(value: Any) -> bool:
+    """The fast path (C speed) for the common case: `value` written as JSON has no NaN/Infinity, no
+    escaped NUL and no lone surrogate. False only means "look closer" (`raw_problem` walks it)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
+        return False
+    return "\\u0000" not in text
+
+
 def raw_problem(value: Any, path: str = "") -> tuple[str, str] | None:
     """The first (field, message) in raw JSON arguments that no database could store: NUL or a lone
     surrogate in a string or key, a non-finite number. Iterative (arguments may nest deeply)."""
+    if _clean_as_json(value):
+        return None
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
@@ -120,44 +136,90 @@ def _is_any(annotation: Any) -> bool:
     return any(_is_any(arg) for arg in typing.get_args(annotation))
 
 
-def range_problems(model: BaseModel, path: str = "") -> list[tuple[str, str]]:
-    """Every (field, message) of a validated argument model whose value is out of the door's range."""
-    problems: list[tuple[str, str]] = []
-    stack: list[tuple[Any, str, bool]] = []
-    for name, info in type(model).model_fields.items():
-        stack.append((getattr(model, name), _join(path, info.alias or name), _is_any(info.annotation)))
-    while stack:
-        value, where, untyped = stack.pop()
-        if isinstance(value, BaseModel):
-            problems += range_problems(value, where)
-        elif isinstance(value, bool) or value is None:
+def _bounded(kind: Any, metadata: list[Any]) -> bool:
+    """Whether a field of this type and these constraints is already within the door's range by its
+    model's own validation (so the walk can skip it)."""
+    if kind is bool or typing.get_origin(kind) is typing.Literal:
+        return True
+    limits = {type(m).__name__: m for m in metadata}
+    if kind is str:
+        bound = getattr(limits.get("MaxLen"), "max_length", None)
+        return bound is not None and bound <= MAX_TEXT_CHARS
+    if kind is int:
+        low = getattr(limits.get("Ge") or limits.get("Gt"), "ge", None)
+        low = low if low is not None else getattr(limits.get("Gt"), "gt", None)
+        high = getattr(limits.get("Le") or limits.get("Lt"), "le", None)
+        high = high if high is not None else getattr(limits.get("Lt"), "lt", None)
+        return low is not None and high is not None and INT_MIN <= low and high <= INT_MAX
+    if kind is float:  # NaN and ±Infinity fail any bound pydantic checks
+        return any(name in limits for name in ("Ge", "Gt", "Le", "Lt"))
+    return False
+
+
+@functools.cache
+def _fields_of(model: type[BaseModel]) -> tuple[tuple[str, str, bool], ...]:
+    """(attribute, name in the arguments, typed Any?) of the fields of a model the walk must look at,
+    worked out once per model: a field its own constraints already keep in range is left out."""
+    out = []
+    for name, info in model.model_fields.items():
+        kind = info.annotation
+        options = [a for a in typing.get_args(kind) if a is not type(None)]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(options) == 1:
+            kind = options[0]  # Optional[X]: None is always in range
+        if _bounded(kind, info.metadata):
             continue
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                problems.append((where, "numbers must be finite (NaN and Infinity are not JSON)"))
-        elif isinstance(value, int):
+        out.append((name, info.alias or name, _is_any(info.annotation)))
+    return tuple(out)
+
+
+def range_problems(model: BaseModel, path: str = "") -> list[tuple[str, str]]:
+    """Every (field, message) of a validated argument model whose value is out of the door's range.
+
+    Iterative (an `Any` value may nest deeply); a path is joined once per container, not per value
+    (this runs on every call)."""
+    problems: list[tuple[str, str]] = []
+    # (value, the path of its container, its key there, typed Any?)
+    stack: list[tuple[Any, str, Any, bool]] = [
+        (getattr(model, name), path, alias, untyped) for name, alias, untyped in _fields_of(type(model))
+    ]
+    while stack:
+        value, where, key, untyped = stack.pop()
+        kind = type(value)
+        if kind is str:
+            if not untyped and len(value) > MAX_TEXT_CHARS:
+                problems.append((_join(where, key), f"text is limited to {MAX_TEXT_CHARS} characters"))
+        elif kind is int:
             if not INT_MIN <= value <= INT_MAX:
-                problems.append((where, f"an integer must lie between {INT_MIN} and {INT_MAX}"))
-        elif untyped:
-            if isinstance(value, dict):
-                stack.extend((v, _join(where, k), True) for k, v in value.items())
-            elif isinstance(value, list | tuple):
-                stack.extend((v, _join(where, i), True) for i, v in enumerate(value))
-        elif isinstance(value, str):
-            if len(value) > MAX_TEXT_CHARS:
-                problems.append((where, f"text is limited to {MAX_TEXT_CHARS} characters"))
+                problems.append((_join(where, key), f"an integer must lie between {INT_MIN} and {INT_MAX}"))
+        elif value is None or kind is bool:
+            continue
+        elif kind is float:
+            if not math.isfinite(value):
+                problems.append((_join(where, key), "numbers must be finite (NaN and Infinity are not JSON)"))
+        elif kind is dict:
+            inner = _join(where, key)
+            stack.extend((v, inner, k, untyped) for k, v in value.items())
+        elif kind is list or kind is tuple:
+            inner = _join(where, key)
+            stack.extend((v, inner, i, untyped) for i, v in enumerate(value))
+        elif isinstance(value, BaseModel):
+            inner = _join(where, key)
+            stack.extend((getattr(value, n), inner, a, u) for n, a, u in _fields_of(type(value)))
         elif isinstance(value, datetime):
             why = datetime_problem(value)
             if why:
-                problems.append((where, why))
+                problems.append((_join(where, key), why))
         elif isinstance(value, date):
             why = date_problem(value)
             if why:
-                problems.append((where, why))
-        elif isinstance(value, timedelta):
-            continue
-        elif isinstance(value, dict):
-            stack.extend((v, _join(where, k), False) for k, v in value.items())
+                problems.append((_join(where, key), why))
+        elif isinstance(value, int) and not isinstance(value, bool):  # an int subclass (an IntEnum)
+            if not INT_MIN <= value <= INT_MAX:
+                problems.append((_join(where, key), f"an integer must lie between {INT_MIN} and {INT_MAX}"))
+        elif isinstance(value, str):  # a str subclass (a StrEnum)
+            if not untyped and len(value) > MAX_TEXT_CHARS:
+                problems.append((_join(where, key), f"text is limited to {MAX_TEXT_CHARS} characters"))
         elif isinstance(value, list | tuple | set | frozenset):
-            stack.extend((v, _join(where, i), False) for i, v in enumerate(value))
+            inner = _join(where, key)
+            stack.extend((v, inner, i, untyped) for i, v in enumerate(value))
     return sorted(problems)
