@@ -31,6 +31,7 @@ class WorldModelArgs(ToolArgs):
 @tool(
     "operator_user_world_model",
     tool_class=ToolClass.READ,
+    snapshot=True,
     args=WorldModelArgs,
     title="Read the world model",
     examples=[{}, {"kind": "identity"}, {"as_of_version": 3, "include_retired": True}],

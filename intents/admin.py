@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -66,6 +67,38 @@ class DirectiveAdmin(ReadOnlyAdmin):
 
 
 # --- intents: the approval queue --------------------------------------------------------------------
+class _DecideForm(forms.Form):
+    """What every affordance posts: the digest of the payload the page showed, and a note. Django's
+    CharField refuses NUL characters; lengths are bounded; nothing a person types can make a 500."""
+
+    seen = forms.CharField(max_length=64, required=False)
+    note = forms.CharField(max_length=2000, required=False)
+
+
+class EditApproveForm(_DecideForm):
+    """ "Edit, then approve": the edited title, body and amount. The amount is a whole number of cents
+    within what an agent may record (0..10^13); `²`, `1e5`, `-1` or a 40-digit number are refused."""
+
+    title = forms.CharField(max_length=300)
+    body = forms.CharField(max_length=20_000, required=False, strip=False)
+    amount_cents = forms.IntegerField(min_value=0, max_value=10**13, required=False)
+
+
+class RespondForm(_DecideForm):
+    text = forms.CharField(max_length=approval.MAX_RESPONSE_CHARS)
+
+
+DECIDE_FORMS: dict[str, type[_DecideForm]] = {"edit": EditApproveForm, "respond": RespondForm}
+
+
+def form_errors(form: forms.Form) -> str:
+    """A form's errors as one sentence for the page (field: message; …)."""
+    return "; ".join(
+        f"{name}: {' '.join(str(m) for m in errors)}" if name != "__all__" else " ".join(errors)
+        for name, errors in form.errors.items()
+    )
+
+
 AFFORDANCE_LABELS = {
     "accept": "Accept — approve it exactly as shown",
     "edit": "Edit, then approve the edited version",
@@ -124,7 +157,14 @@ class IntentAdmin(ReadOnlyAdmin):
     search_fields = ("title", "recipient", "body", "idempotency_key")
     date_hierarchy = "created_at"
     inlines = (IntentEventInline,)
-    readonly_fields = (*(f.name for f in Intent._meta.fields), "decide")
+    # `due` is shown through `due_local`: an instant at the edge of the calendar (stored before the
+    # door refused such values) cannot be written in every zone, and must not make the page a 500.
+    readonly_fields = (*(f.name for f in Intent._meta.fields if f.name != "due"), "due_local", "decide")
+    exclude = ("due",)
+
+    @admin.display(description="due")
+    def due_local(self, obj: Intent) -> str:
+        return services.local_text(obj.due) if obj.due else "—"
 
     @admin.display(description="amount")
     def amount(self, obj: Intent) -> str:
@@ -165,36 +205,30 @@ class IntentAdmin(ReadOnlyAdmin):
         return self._page(request, intent, affordance)
 
     def _act(self, request: HttpRequest, intent: Intent, affordance: str) -> HttpResponse:
+        form = DECIDE_FORMS.get(affordance, _DecideForm)(request.POST)
+        if not form.is_valid():
+            return self._page(
+                request, intent, affordance, f"Nothing was changed — {form_errors(form)}", status=400
+            )
+        data = form.cleaned_data
         fields: dict[str, Any] = {}
         if affordance == "edit" and proposals.kind_of(intent.action_type) is not None:
-            try:
-                fields = {
-                    "title": request.POST.get("title", ""),
-                    "body": proposal_page.edited_body(intent, request.POST),
-                }
+            try:  # a proposal's Edit form carries one field per value (intents/proposal_page.py)
+                fields = {"title": data["title"], "body": proposal_page.edited_body(intent, request.POST)}
             except (ValueError, Refusal) as exc:
                 reason = exc.reason if isinstance(exc, Refusal) else str(exc)
                 return self._page(request, intent, affordance, f"Nothing was changed — {reason}", status=400)
         elif affordance == "edit":
-            raw_amount = request.POST.get("amount_cents", "").strip()
-            if raw_amount and not raw_amount.isdigit():
-                return self._page(
-                    request, intent, affordance, "The amount must be a whole number of cents.", status=400
-                )
-            fields = {
-                "title": request.POST.get("title", ""),
-                "body": request.POST.get("body", ""),
-                "amount_cents": int(raw_amount) if raw_amount else None,
-            }
+            fields = {"title": data["title"], "body": data["body"], "amount_cents": data["amount_cents"]}
         try:
             decided = approval.decide(
                 intent.pk,
                 affordance,
                 by=request.user,
                 via="admin",
-                seen=request.POST.get("seen") or None,
-                text=request.POST.get("text"),
-                note=request.POST.get("note", ""),
+                seen=data["seen"] or None,
+                text=data.get("text"),
+                note=data["note"],
                 **fields,
             )
         except Refusal as refusal:
@@ -222,6 +256,7 @@ class IntentAdmin(ReadOnlyAdmin):
             "intent": intent,
             "decision": decision,
             "amount": services.format_amount(intent.amount_cents),
+            "due": services.local_text(intent.due) if intent.due else None,
             "events": intent.events.select_related("by").order_by("id"),
             "affordances": [(name, AFFORDANCE_LABELS[name]) for name in shown],
             "pending": pending,

@@ -35,8 +35,10 @@ live executor's call has always been abandoned before anyone can reclaim its int
 It is not released for a retry: the call may have reached the brain (a stalled brain did receive
 it) and a retry would risk doing the thing twice. The claim is never left pinned.
 
-The executor runs under a run (`run_executor`: start, heartbeat after each intent, finish) and
-respects the single-running lock. The ticks call `execute_step(principal=…, run=…)` inside their
+The executor runs under a run (`run_executor`: start, heartbeat after each intent and from a
+background thread, finish) and respects the single-running lock. One intent that fails — any
+exception, a poisoned row included — is failed with its reason (`fail_crashed`) and the pass goes
+on to the next. The ticks call `execute_step(principal=…, run=…)` inside their
 own run. Without `BRAIN_URL` nothing is claimed: the step reports `brain_not_configured` and
 `run_executor` finishes its run `skipped`.
 
@@ -47,6 +49,7 @@ brain is called (the attempt's `transaction.atomic(durable=True)` refuses to nes
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -66,13 +69,16 @@ from django.utils import timezone
 
 from intents.gate import PROPOSAL_TYPES
 from intents.models import Intent, IntentStatus
-from intents.services import local_day, log_event, operator_tz, transition_intent
+from intents.services import local_day, local_text, log_event, transition_intent
+from operator_site.errors import log_failure, short_reason
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from runs import services as runs
 from runs.brain import BrainError, BrainRefused, call_brain, check_allowed
-from runs.models import DEFAULT_STALE_AFTER_S
+from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
 from runs.powers import EXECUTOR_TOOLS
+
+logger = logging.getLogger("operator.executor")
 
 EXECUTOR_PRINCIPAL = "operator-executor"
 IDEMPOTENCY_META_KEY = "io.operator/idempotency-key"
@@ -115,7 +121,7 @@ def _as_markdown(intent: Intent) -> str:
     if intent.recipient:
         lines.append(f"- for: {intent.recipient}")
     if intent.due:
-        lines.append(f"- due: {intent.due.astimezone(operator_tz()):%Y-%m-%d %H:%M %Z}")
+        lines.append(f"- due: {local_text(intent.due)}")
     if intent.topic:
         lines.append(f"- topic: {intent.topic}")
     if intent.body:
@@ -249,11 +255,27 @@ def claim_next(
 
     Approved/queued intents move to `executing` through `transition_intent` (the legal-move table
     and a compare-and-set); an `executing` intent under an expired lease is re-leased by a
-    compare-and-set on its old token. Either way exactly one claimant wins.
+    compare-and-set on its old token. Either way exactly one claimant wins. An intent whose claim
+    raises (a poisoned row) is left where it was, logged, added to `exclude` (when it is a set: the
+    caller's pass skips it) and the next one is claimed instead.
     """
     skip = set(exclude)
     for _ in range(_CLAIM_ATTEMPTS):
-        claim = _claim_one(principal=principal, lease_s=lease_s, holder=holder, now=now, exclude=skip)
+        picked: list[int] = []
+        try:
+            claim = _claim_one(
+                principal=principal, lease_s=lease_s, holder=holder, now=now, exclude=skip, picked=picked
+            )
+        except Exception:
+            if not picked:
+                raise  # not about one intent (the database is gone): the pass cannot go on
+            # Claiming this one intent failed (a poisoned row): its claim was rolled back, it stays
+            # where it was, logged; the pass goes on without it.
+            log_failure(logger, "executor: claiming intent %s", picked[0])
+            if isinstance(exclude, set):
+                exclude.add(picked[0])  # the caller's pass skips it from now on
+            skip.add(picked[0])
+            continue
         if not isinstance(claim, int):
             return claim
         skip.add(claim)  # lost that one to someone else: try the next
@@ -264,9 +286,16 @@ _CLAIM_ATTEMPTS = 20
 
 
 def _claim_one(
-    *, principal: Principal, lease_s: float, holder: str, now: datetime, exclude: set[int]
+    *,
+    principal: Principal,
+    lease_s: float,
+    holder: str,
+    now: datetime,
+    exclude: set[int],
+    picked: list[int] | None = None,
 ) -> Claim | int | None:
-    """One claim attempt: the claim, None (nothing claimable), or the id of an intent lost to a race."""
+    """One claim attempt: the claim, None (nothing claimable), or the id of an intent lost to a race.
+    The id of the intent it picked is appended to `picked` (so a failure can be pinned on it)."""
     token = secrets.token_hex(16)
     expires = now + timedelta(seconds=lease_s)
     lease = {"lease_token": token, "lease_holder": holder[:200], "lease_expires_at": expires}
@@ -274,6 +303,8 @@ def _claim_one(
         intent = _claimable(now).exclude(id__in=exclude).first()
         if intent is None:
             return None
+        if picked is not None:
+            picked.append(intent.id)
         if intent.status == IntentStatus.EXECUTING:
             won = Intent.objects.filter(
                 id=intent.id,
@@ -405,6 +436,48 @@ def _fail_without_call(
     intent = claim.intent
     status = IntentStatus.FAILED if done else "lost"
     return Outcome(intent.id, intent.action_type, status, error=error, reason=reason, tool=tool)
+
+
+def fail_crashed(claim: Claim, *, principal: Principal, exc: BaseException, now: datetime) -> Outcome:
+    """Carrying out a claimed intent raised: fail the intent, saying why, and log the details.
+
+    Whether the brain was called is read back from the intent (`attempted_at` is committed before
+    any call), so the record says so honestly. If even the failure cannot be recorded (the database
+    is gone), the outcome is `lost`: the lease lapses and a later pass finds it, as after a crash."""
+    error_id = log_failure(logger, "executor: intent %s", claim.intent.id)
+    intent = claim.intent
+    try:
+        attempted = Intent.objects.filter(id=intent.id, attempted_at__isnull=False).exists()
+        reason = (
+            f"The executor failed while carrying out this intent ({short_reason(exc, error_id)}). "
+            + (
+                "The brain had been called: whether it acted is unknown, so it is not called again."
+                if attempted
+                else "The brain was not called."
+            )
+            + " Record a new intent if it is still wanted."
+        )
+        result = {
+            "ok": False,
+            "called": attempted,
+            "error": "internal_error",
+            "reason": reason,
+            "error_id": error_id,
+        }
+        done = _finish(claim, IntentStatus.FAILED, principal=principal, result=result, note=reason, now=now)
+    except Exception:
+        logger.exception(
+            "executor: could not record the failure of intent %s (error id %s)", intent.id, error_id
+        )
+        done, attempted, reason = False, False, f"the failure could not be recorded (error id {error_id})"
+    return Outcome(
+        intent.id,
+        intent.action_type,
+        IntentStatus.FAILED if done else "lost",
+        error="internal_error",
+        reason=reason,
+        called=attempted,
+    )
 
 
 def execute_claimed(
@@ -570,7 +643,13 @@ def execute_step(
         if claim is None:
             break
         seen.add(claim.intent.id)
-        report.outcomes.append(execute_claimed(claim, principal=principal, timeout_s=timeout, clock=clock))
+        try:
+            outcome = execute_claimed(claim, principal=principal, timeout_s=timeout, clock=clock)
+        except Exception as exc:
+            # One intent's failure — a poisoned row, a handler bug, anything — fails that intent with
+            # a recorded reason; the pass goes on to the next one.
+            outcome = fail_crashed(claim, principal=principal, exc=exc, now=clock())
+        report.outcomes.append(outcome)
         if run is not None and not _heartbeat(run, principal, report, clock()):
             report.status = "stale"
             report.reason = "the run went stale (another run took over): stopped claiming"
@@ -600,10 +679,12 @@ def run_executor(
     limit: int = DEFAULT_LIMIT,
     lease_s: float | None = None,
     timeout_s: float | None = None,
-    stale_after_s: int = DEFAULT_STALE_AFTER_S,
+    stale_after_s: int = WORKER_STALE_AFTER_S,
     now: datetime | None = None,
 ) -> ExecutorReport:
-    """`manage.py operator_execute`: one executor pass under its own run (kind `executor`).
+    """`manage.py operator_execute`: one executor pass under its own run (kind `executor`), kept alive
+    by a background heartbeat (`runs.keepalive`): a killed executor gives the lock back within
+    `stale_after_s`, however long the brain call it was in.
 
     Raises `Refusal("already_running")` when another run holds the single-running lock (nothing is
     claimed). Finishes the run `skipped` when no brain is configured, `ok` after a pass (failed
@@ -614,16 +695,18 @@ def run_executor(
     with transaction.atomic():
         started = runs.start_run(principal=principal, kind="executor", stale_after_s=stale_after_s, now=now)
     try:
-        report = execute_step(
-            principal=principal, run=started, limit=limit, lease_s=lease_s, timeout_s=timeout_s, now=now
-        )
+        with KeepAlive(started, principal, progress="executor: carrying out intents"):
+            report = execute_step(
+                principal=principal, run=started, limit=limit, lease_s=lease_s, timeout_s=timeout_s, now=now
+            )
     except BaseException as exc:
         cancelled = isinstance(exc, KeyboardInterrupt | SystemExit)
+        why = type(exc).__name__ if cancelled else short_reason(exc, log_failure(logger, "executor pass"))
         _finish_run(
             started,
             principal,
             "cancelled" if cancelled else "error",
-            f"executor {'stopped' if cancelled else 'crashed'}: {type(exc).__name__}: {exc}",
+            f"executor {'stopped' if cancelled else 'crashed'}: {why}",
             now,
         )
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -34,9 +35,12 @@ from intents.models import (
 )
 from operator_site import proposals
 from operator_site.compiled_sql import create_row, insert_unless_conflict
+from operator_site.errors import log_failure
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
+
+logger = logging.getLogger("operator.intents")
 
 MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
 DEFAULT_DIRECTIVE_MINUTES = 60
@@ -238,6 +242,16 @@ class ActionInput:
 
 def operator_tz() -> ZoneInfo:
     return ZoneInfo(settings.OPERATOR_TIME_ZONE)
+
+
+def local_text(when: datetime, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
+    """`when` written in the operator's zone — or in UTC when it cannot be written there: an instant
+    at the very edge of the calendar (stored before the door refused such values, or under another
+    OPERATOR_TIME_ZONE) must not stop a page, a notice or a worker that shows it."""
+    try:
+        return when.astimezone(operator_tz()).strftime(fmt)
+    except (OverflowError, ValueError):
+        return when.astimezone(UTC).strftime(fmt)
 
 
 def local_day(now: datetime) -> date:
@@ -476,7 +490,7 @@ def describe_intent(intent: Intent) -> str:
     if intent.amount_cents is not None:
         lines.append(f"Amount: {format_amount(intent.amount_cents)}")
     if intent.due:
-        lines.append(f"Due: {intent.due.astimezone(operator_tz()):%Y-%m-%d %H:%M %Z}")
+        lines.append(f"Due: {local_text(intent.due)}")
     if intent.topic:
         lines.append(f"Topic: {intent.topic}")
     if proposals.kind_of(intent.action_type) is not None:
@@ -495,9 +509,9 @@ def notify_approval_request(intent: Intent, decision: Decision) -> None:
     """One approval request per intent (dedupe key `intent:<id>`), held and released by directives."""
     url = decide_url(intent)
     choices = "\n".join(f"- {affordance}: {url}{affordance}/" for affordance in APPROVAL_AFFORDANCES)
-    expires = intent.expires_at.astimezone(operator_tz()) if intent.expires_at else None
+    expires = local_text(intent.expires_at) if intent.expires_at else None
     body = f"{describe_intent(intent)}\n\nYour choices (each opens a confirmation page):\n{choices}\n" + (
-        f"\nUnless you decide, it expires {expires:%Y-%m-%d %H:%M %Z}.\n" if expires else ""
+        f"\nUnless you decide, it expires {expires}.\n" if expires else ""
     )
     notify(
         kind="approval_request",
@@ -755,6 +769,11 @@ def expire_pending(now: datetime | None = None) -> list[int]:
                 )
         except Refusal:
             continue  # decided (or cancelled) meanwhile
+        except Exception:
+            # One intent that cannot be expired (a poisoned row) stays as it is, logged; the sweep
+            # goes on (and an expired approval is never approvable, swept or not).
+            log_failure(logger, "expiring intent %s", intent.id)
+            continue
         expired.append(intent.id)
     return expired
 

@@ -3,19 +3,92 @@ the audit trail (read-only: nothing can edit or delete it)."""
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect, QueryDict
 from django.utils.html import format_html
 
+from operator_site.face import door
 from operator_site.face.auth import revoke
 from operator_site.models import AuditEvent, Notification, Principal
 from operator_site.notifications import acknowledge, revert_url
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+def _last_int(query: QueryDict, name: str, default: int) -> int:
+    values = query.getlist(name)
+    if not values:
+        return default
+    text = values[-1].strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 5:
+        raise IncorrectLookupParameters(f"{name} is not a number")
+    return int(text)
+
+
+class InputGuardMixin:
+    """What the stock admin takes from the URL and the action form, checked before Django uses it,
+    because Django does not — each was a 500:
+
+    - the date hierarchy's year/month/day (Django computes the next year, month or day from them and
+      converts them to UTC unbounded: `?created_at__year=9999`, or year 1 east of UTC);
+    - a whole number in a filter beyond what the database holds (`?holder=99999999999999999999`:
+      SQLite cannot bind it), and a NUL character in a filter or the search (PostgreSQL refuses it);
+    - the ids an action is applied to (`_selected_action=abc`, or 40 digits).
+
+    The first two are the admin's own "invalid lookup" answer (`?e=1`), the last a message. Used by
+    every admin of the operator, and by the stock user and group admins (re-registered below).
+    """
+
+    date_hierarchy: str | None
+    model: Any
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        for name, values in request.GET.lists():
+            for value in values:
+                if door.unstorable_text(value) or door.unstorable_text(name):
+                    raise IncorrectLookupParameters(f"{name}: a NUL character")  # PostgreSQL refuses it
+                if name == "q":  # search text, never bound as a number
+                    continue
+                digits = value.strip().removeprefix("-")
+                if digits.isascii() and digits.isdigit() and int(digits) > door.INT_MAX:
+                    raise IncorrectLookupParameters(f"{name}: number out of range")
+        if self.date_hierarchy:
+            name = self.date_hierarchy
+            try:
+                year = _last_int(request.GET, f"{name}__year", 2000)
+                month = _last_int(request.GET, f"{name}__month", 1)
+                day = _last_int(request.GET, f"{name}__day", 1)
+                date(year, month, day)
+            except ValueError as exc:
+                raise IncorrectLookupParameters(exc) from exc
+            # A year away from each end of the calendar: the next day/month/year exists, and so does
+            # the instant in UTC and in every time zone.
+            if not door.EARLIEST_DATE.year < year < door.LATEST_DATE.year:
+                raise IncorrectLookupParameters(f"{name}: year out of range")
+        return super().get_changelist_instance(request)  # type: ignore[misc]
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet) -> Any:
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        pk = self.model._meta.pk
+        for value in selected:
+            try:
+                key = pk.to_python(value)
+            except ValidationError:
+                key = None
+            if key is None or (isinstance(key, int) and not 0 < key <= door.INT_MAX):
+                messages.error(request, "That selection is not valid; nothing was done.")
+                return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)  # type: ignore[misc]
+
+
+class ReadOnlyAdmin(InputGuardMixin, admin.ModelAdmin):
     """For append-only and rule-bound tables: look, never touch."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -26,6 +99,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# The stock user and group admins get the same guards.
+for _model in (get_user_model(), Group):
+    if admin.site.is_registered(_model):
+        _stock = type(admin.site.get_model_admin(_model))
+        admin.site.unregister(_model)
+        admin.site.register(_model, type(_stock.__name__, (InputGuardMixin, _stock), {}))
 
 
 @admin.register(Principal)

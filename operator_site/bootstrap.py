@@ -11,18 +11,39 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from operator_site.face.auth import adopt_owner_token, issue_token
+from operator_site.face.auth import environment_token_state, issue_token, seed_owner_token
 from operator_site.models import Principal
+
+STALE_ENVIRONMENT_WARNING = (
+    "operator: WARNING: OPERATOR_TOKEN in the environment is not the owner's token (it was rotated "
+    "or replaced) and authenticates nothing; remove it, or export the current token instead.\n"
+)
 
 
 @transaction.atomic
-def ensure_owner(out: TextIO) -> Principal:
+def ensure_owner(out: TextIO, err: TextIO | None = None) -> Principal:
     owner, _ = Principal.objects.get_or_create(
         name=Principal.OWNER_NAME, defaults={"kind": Principal.Kind.HUMAN}
     )
-    if settings.OPERATOR_TOKEN:
-        owner = adopt_owner_token() or owner
+    state = environment_token_state()
+    if state == "unseeded":
+        seeded = seed_owner_token()
+        if seeded is None:  # the setting is another principal's token: never the owner's
+            (err or out).write(
+                "operator: WARNING: OPERATOR_TOKEN is another principal's token; it was not given to the "
+                "owner (unset it, and serve again to have the owner's token made).\n"
+            )
+        else:
+            owner = seeded
+            out.write(
+                "operator: owner token: seeded from OPERATOR_TOKEN (rotate it with: python3 manage.py "
+                "operator_token create owner --rotate)\n"
+            )
+    elif state == "owner":
         out.write("operator: owner token: the value of OPERATOR_TOKEN\n")
+    elif state == "not_owner":
+        # One line, on stderr: the person's shell (or .env) still holds a token that no longer works.
+        (err or out).write(STALE_ENVIRONMENT_WARNING)
     elif owner.token_digest is None:
         token = issue_token(owner)
         out.write(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -90,6 +91,13 @@ def history_table(reverter: Reverter, entity: str) -> SafeString:
         "<th>after</th><th>when</th></tr></thead><tbody>{}</tbody></table>",
         body,
     )
+
+
+class ConfirmRevertForm(forms.Form):
+    """What a revert confirmation posts: the version the page showed (a whole number the database
+    can hold; anything else — `²`, `-1`, 40 digits — is an incomplete form, never a 500)."""
+
+    expected_version = forms.IntegerField(min_value=0, max_value=2**63 - 1)
 
 
 class LineageVersionAdmin(ReadOnlyAdmin):
@@ -201,11 +209,11 @@ class LineageVersionAdmin(ReadOnlyAdmin):
                 "the revert permission). Nothing was changed."
             )
             return 403
-        try:
-            expected = int(request.POST.get("expected_version", ""))
-        except ValueError:
+        form = ConfirmRevertForm(request.POST)
+        if not form.is_valid():
             context["error"] = "This form is incomplete; reload the page and confirm again."
             return 400
+        expected = form.cleaned_data["expected_version"]
         try:
             with transaction.atomic():
                 result = act(number=number, principal=principal, expected_version=expected)

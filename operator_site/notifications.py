@@ -53,6 +53,7 @@ import secrets
 import smtplib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -68,6 +69,7 @@ from django.utils import timezone
 from operator_site import outbound
 from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.display import describe_char, header_text, hidden_chars, visible_text
+from operator_site.errors import log_failure, short_reason
 from operator_site.mail import prints_to_console
 from operator_site.models import Notification, NotificationBudget, Principal
 
@@ -199,28 +201,60 @@ def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport
     due = _due(now)
     ids = Notification.objects.filter(due).order_by("-safety", "id").values_list("id", flat=True)[:limit]
     for notice_id in list(ids):
-        token = secrets.token_hex(8)
-        claimed = Notification.objects.filter(Q(id=notice_id) & due).update(
-            state=State.SENDING, claimed_until=now + timedelta(seconds=claim_seconds()), claim=token
-        )
-        if not claimed:
-            continue  # another deliverer took it
-        notice = Notification.objects.get(id=notice_id)
-        reason = hold_reason(notice, now)
-        if reason:
-            Notification.objects.filter(id=notice_id, claim=token).update(
-                state=State.HELD, held_reason=reason[:200], claimed_until=None
-            )
-            report.held.append(notice_id)
-            continue
-        if not _within_cap(notice, now) and _coalesce(notice, now):
-            report.coalesced.append(notice_id)
-            continue
-        if notice.kind == DIGEST_KIND:
-            notice = _seal_digest(notice)
-        _send(notice, token, now, report)
+        try:
+            # Called inside a transaction (a test, a script), a savepoint keeps a database error of
+            # one notice from spoiling the rest; in autocommit each statement stands on its own.
+            with transaction.atomic() if connection.in_atomic_block else nullcontext():
+                _deliver_one(notice_id, due, now, report)
+        except Exception as exc:  # one notice's failure is that notice's: the others still go out
+            _delivery_crashed(notice_id, exc, now, report)
     report.escalated += escalate_overdue(now)
     return report
+
+
+def _deliver_one(notice_id: int, due: Q, now: datetime, report: DeliveryReport) -> None:
+    """Claim one due notice (a token, so only this deliverer records what happens to it), then hold,
+    coalesce or send it."""
+    token = secrets.token_hex(8)
+    claimed = Notification.objects.filter(Q(id=notice_id) & due).update(
+        state=State.SENDING, claimed_until=now + timedelta(seconds=claim_seconds()), claim=token
+    )
+    if not claimed:
+        return  # another deliverer took it
+    notice = Notification.objects.get(id=notice_id)
+    reason = hold_reason(notice, now)
+    if reason:
+        Notification.objects.filter(id=notice_id, claim=token).update(
+            state=State.HELD, held_reason=reason[:200], claimed_until=None
+        )
+        report.held.append(notice_id)
+        return
+    if not _within_cap(notice, now) and _coalesce(notice, now):
+        report.coalesced.append(notice_id)
+        return
+    if notice.kind == DIGEST_KIND:
+        notice = _seal_digest(notice)
+    _send(notice, token, now, report)
+
+
+def _delivery_crashed(notice_id: int, exc: Exception, now: datetime, report: DeliveryReport) -> None:
+    """Delivering one notice raised (outside its channels, whose failures `_send` records): record it
+    on the notice and retry it later with backoff, like a failed channel; never drop it."""
+    error_id = log_failure(logger, "delivering notification %s", notice_id)
+    try:
+        notice = Notification.objects.filter(id=notice_id).first()
+        attempts = notice.attempts if notice else 0
+        backoff = RETRY_BACKOFF_S[min(attempts, len(RETRY_BACKOFF_S) - 1)]
+        Notification.objects.filter(id=notice_id, state=State.SENDING).update(
+            state=State.PENDING,
+            attempts=attempts + 1,
+            last_error=f"delivery failed: {short_reason(exc, error_id)}"[:500],
+            next_attempt_at=now + timedelta(seconds=backoff),
+            claimed_until=None,
+        )
+    except Exception:
+        logger.exception("could not record the failed delivery of notification %s", notice_id)
+    report.failed.append(notice_id)
 
 
 # --- the flood cap ---------------------------------------------------------------------------------
@@ -363,7 +397,11 @@ def release_held(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     released = []
     for notice in Notification.objects.filter(state=State.HELD).order_by("id"):
-        still_held = hold_reason(notice, now) is not None
+        try:
+            still_held = hold_reason(notice, now) is not None
+        except Exception:  # one notice that cannot be judged stays held, logged; the rest are released
+            log_failure(logger, "releasing notification %s", notice.id)
+            continue
         if not still_held and Notification.objects.filter(id=notice.id, state=State.HELD).update(
             state=State.PENDING, held_reason="", next_attempt_at=now
         ):

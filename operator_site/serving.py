@@ -1,4 +1,13 @@
-"""Serving under uvicorn, with the listening socket declared as TCP when uvicorn binds it itself.
+"""Serving under uvicorn: an access log that never carries a query string, and the listening socket
+declared as TCP when uvicorn binds it itself.
+
+**The access log.** uvicorn writes each request's path *with its query string*. A caller who puts a
+credential there (`/mcp?access_token=…`, refused, but sent all the same) would have it copied into
+the log. `AccessLogQueryFilter` replaces every query string in an access-log line with
+`?[query omitted]` before any handler sees the record. `serve` installs it through the log
+configuration itself (`access_log_config()`, so every worker process has it from its start), and
+the application installs it again when it loads (`install_access_log_filter()`), so a uvicorn
+started by hand has it too.
 
 With more than one worker (and with --reload) uvicorn binds the listening socket itself, as
 `socket.socket(family)`: protocol 0. Accepted connections inherit that, and asyncio turns on
@@ -10,13 +19,50 @@ worker uvicorn lets asyncio create the socket, which declares TCP, so nothing ch
 
 from __future__ import annotations
 
+import copy
+import logging
 import socket
 from typing import Any
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.supervisors import Multiprocess
 
 APPLICATION = "operator_site.asgi:application"
+
+
+QUERY_OMITTED = "?[query omitted]"
+
+
+class AccessLogQueryFilter(logging.Filter):
+    """Drops the query string of uvicorn's access-log lines (`client - "METHOD path?query HTTP/x" status`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(
+                arg.partition("?")[0] + QUERY_OMITTED if isinstance(arg, str) and "?" in arg else arg
+                for arg in args
+            )
+        if isinstance(record.msg, str) and "?" in record.msg and not args:
+            record.msg = record.msg.split("?", 1)[0] + QUERY_OMITTED
+        return True
+
+
+def install_access_log_filter() -> None:
+    """Put `AccessLogQueryFilter` on uvicorn's access logger in this process (once)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, AccessLogQueryFilter) for f in access.filters):
+        access.addFilter(AccessLogQueryFilter())
+
+
+def access_log_config() -> dict[str, Any]:
+    """uvicorn's own logging configuration, with `AccessLogQueryFilter` on its access logger."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["omit_query"] = {"()": f"{__name__}.AccessLogQueryFilter"}
+    config["loggers"].setdefault("uvicorn.access", {})["filters"] = ["omit_query"]
+    config["handlers"]["access"]["filters"] = ["omit_query"]
+    return config
 
 
 class TcpConfig(uvicorn.Config):
@@ -33,8 +79,10 @@ class TcpConfig(uvicorn.Config):
 def serve(
     *, host: str, port: int, workers: int = 1, sock: socket.socket | None = None, **options: Any
 ) -> None:
-    """`uvicorn.run()` for the operator's application, with `TcpConfig`. `sock`: a listening socket
-    bound beforehand (`manage.py serve` binds it before setting anything up; see preflight.py)."""
+    """`uvicorn.run()` for the operator's application, with `TcpConfig` and an access log without
+    query strings. `sock`: a listening socket bound beforehand (`manage.py serve` binds it before
+    setting anything up; see preflight.py)."""
+    options.setdefault("log_config", access_log_config())
     config = TcpConfig(APPLICATION, host=host, port=port, workers=workers, **options)
     server = uvicorn.Server(config)
     if config.workers > 1:
@@ -56,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--access-log", action="store_true", help="log each request (as `serve` does)")
     opts = parser.parse_args(argv)
     import os
     import sys
@@ -79,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         port=opts.port,
         workers=opts.workers,
         sock=sock,
-        access_log=False,
+        access_log=opts.access_log,
         log_level=opts.log_level,
         lifespan="on",
     )

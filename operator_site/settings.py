@@ -147,6 +147,15 @@ OPERATOR_APPROVAL_EXPIRY_DAYS = config.int(
     min=1,
     max=365,
 )
+OPERATOR_RUN_MAX_STALE_MINUTES = config.int(
+    "OPERATOR_RUN_MAX_STALE_MINUTES",
+    15,
+    "The longest a run may go without a heartbeat before the next start may take it over, in minutes: "
+    "an agent's `stale_after_s` is capped at this, so no caller can hold the single-running lock (which "
+    "stops the executor and every tick) for longer without proving it is alive.",
+    min=1,
+    max=120,
+)
 
 # --- Notices to the person ----------------------------------------------------------------------------
 config.section(
@@ -228,7 +237,7 @@ OPERATOR_NOTIFY_CAP_PER_HOUR = config.int(
 OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR = config.int(
     "OPERATOR_BLOCKED_NOTICE_CAP_PER_HOUR",
     60,
-    "The one backstop on safety notices, per agent: an agent can cause \"blocked\" notices without any "
+    'The one backstop on safety notices, per agent: an agent can cause "blocked" notices without any '
     "evidence (each intent the gate denies), so at most this many of one agent's go out on their own per "
     "hour; the rest of that hour go out together in one safety digest no directive holds. 0: none.",
     min=0,

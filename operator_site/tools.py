@@ -27,6 +27,7 @@ class ContextPacketArgs(ToolArgs):
 @tool(
     "operator_context_packet",
     tool_class=ToolClass.READ,
+    snapshot=True,
     args=ContextPacketArgs,
     title="Context packet",
     examples=[{}, {"date": "2026-11-30"}],
@@ -66,6 +67,7 @@ class StateArgs(ToolArgs):
 @tool(
     "operator_state",
     tool_class=ToolClass.READ,
+    snapshot=True,
     args=StateArgs,
     title="State (paged)",
     examples=[

@@ -8,7 +8,8 @@ observation recorded with `runs.services.record_observation`, which stores it ta
 - an answer → a `world` observation (or the probe's `kind`), `source = "brain:<tool>"`, the
   answer's text in `data` (marked tainted; the brain's words are data, never instructions);
 - a probe that could not be carried out (its tool is outside the allowlist, the brain timed out,
-  refused the connection...) → a `self` observation saying so; the other probes still run.
+  refused the connection, or anything at all raised while probing) → a `self` observation saying
+  so; the other probes still run.
 
 Entry points:
 
@@ -26,6 +27,7 @@ This module imports no model, vector or embedding library, directly or indirectl
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +39,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
+from operator_site.errors import log_failure, short_reason
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from runs import services
 from runs.brain import BrainError, call_brain, check_allowed
-from runs.models import DEFAULT_STALE_AFTER_S, Observation
+from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.models import Observation
+
+logger = logging.getLogger("operator.observe")
 
 OBSERVE_PRINCIPAL = "operator-observe"
 MAX_PROBES = 20
@@ -230,6 +236,37 @@ def run_probe(
     return outcome
 
 
+def probe_crashed(probe: Probe, *, principal: Principal, exc: BaseException, now: datetime) -> ProbeOutcome:
+    """A probe raised something other than a brain error: log it, and record (if the database takes
+    it) a `self` observation saying the probe failed — never the exception's text, which may carry
+    the brain's or the database's words; the log has them, under the error id."""
+    error_id = log_failure(logger, "observe probe %s", probe.name)
+    reason = f"the probe failed ({short_reason(exc, error_id)})"
+    outcome = ProbeOutcome(
+        name=probe.name, tool=probe.tool, outcome="error", error="internal_error", reason=reason
+    )
+    try:
+        outcome.observation_id = _record(
+            principal,
+            Observation.Kind.SELF,
+            f"observe probe {probe.name} ({probe.tool}) was not carried out: {reason}"[
+                : services.MAX_OBSERVATION_SUMMARY_CHARS
+            ],
+            f"brain:{probe.tool}"[: services.MAX_OBSERVATION_SOURCE_CHARS],
+            {
+                "tainted": True,
+                "probe": probe.name,
+                "tool": probe.tool,
+                "error": "internal_error",
+                "error_id": error_id,
+            },
+            now,
+        )
+    except Exception:
+        logger.exception("observe probe %s: could not record its failure (error id %s)", probe.name, error_id)
+    return outcome
+
+
 def observe_step(
     *,
     principal: Principal | None = None,
@@ -255,7 +292,12 @@ def observe_step(
         return report
     clock = (lambda: now) if now is not None else timezone.now
     for probe in probes:
-        report.probes.append(run_probe(probe, principal=principal, timeout_s=timeout_s, clock=clock))
+        try:
+            outcome = run_probe(probe, principal=principal, timeout_s=timeout_s, clock=clock)
+        except Exception as exc:
+            # One probe's failure, whatever it is, is that probe's outcome; the others still run.
+            outcome = probe_crashed(probe, principal=principal, exc=exc, now=clock())
+        report.probes.append(outcome)
         if run is not None:
             try:
                 with transaction.atomic():
@@ -284,7 +326,7 @@ def observe(
     principal: Principal | None = None,
     probes: Sequence[Probe] | None = None,
     timeout_s: float | None = None,
-    stale_after_s: int = DEFAULT_STALE_AFTER_S,
+    stale_after_s: int = WORKER_STALE_AFTER_S,
     now: datetime | None = None,
 ) -> ObserveReport:
     """`manage.py operator_observe`: `observe_step` under its own run (kind `observe`).
@@ -300,12 +342,14 @@ def observe(
             principal=principal, kind="observe", stale_after_s=stale_after_s, now=now
         )
     try:
-        report = observe_step(principal=principal, run=started, probes=probes, timeout_s=timeout_s, now=now)
+        with KeepAlive(started, principal, progress="observe: probing"):
+            report = observe_step(
+                principal=principal, run=started, probes=probes, timeout_s=timeout_s, now=now
+            )
     except BaseException as exc:
         cancelled = isinstance(exc, KeyboardInterrupt | SystemExit)
-        _finish(
-            started, principal, "cancelled" if cancelled else "error", f"{type(exc).__name__}: {exc}", now
-        )
+        why = type(exc).__name__ if cancelled else short_reason(exc, log_failure(logger, "observe step"))
+        _finish(started, principal, "cancelled" if cancelled else "error", why, now)
         raise
     report.run_id = started.run.id
     if report.status == "stale":

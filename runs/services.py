@@ -12,6 +12,11 @@ last_heartbeat_at < cutoff`), which loses cleanly to a heartbeat that lands firs
 heartbeat and finish are conditional updates on `id`, `status = running` and the fencing token's
 digest: after a takeover they match 0 rows, and the holder is told to stop.
 
+No caller holds the lock longer than the operator allows: `stale_after_s` is capped at
+`OPERATOR_RUN_MAX_STALE_MINUTES` (the start says so when it capped it), and the person can end any
+running run from the admin (`end_run`): the run leaves `running`, so the lock is free at once, and
+every later heartbeat or finish under its old token changes 0 rows and is told the run was ended.
+
 Times are the application's clock (`timezone.now()`), as everywhere in the operator: hosts sharing
 one database must keep their clocks in sync (NTP); the smallest stale threshold (30 s) is far above
 ordinary skew.
@@ -139,11 +144,18 @@ def _new_token() -> str:
 
 @dataclass
 class StartedRun:
-    """A started run, its fencing token (shown once), and the stale runs its start recovered."""
+    """A started run, its fencing token (shown once), and the stale runs its start recovered.
+    `asked_stale_after_s` is what the caller asked for when the operator's cap lowered it."""
 
     run: Run
     token: str
     recovered: list[Run] = field(default_factory=list)
+    asked_stale_after_s: int | None = None
+
+
+def max_stale_after_s() -> int:
+    """The longest stale threshold the operator allows a run (OPERATOR_RUN_MAX_STALE_MINUTES)."""
+    return max(MIN_STALE_AFTER_S, min(MAX_STALE_AFTER_S, settings.OPERATOR_RUN_MAX_STALE_MINUTES * 60))
 
 
 def _refuse_nul(name: str, text: str) -> None:
@@ -284,6 +296,9 @@ def start_run(
         raise Refusal(
             "out_of_range", f"stale_after_s must be between {MIN_STALE_AFTER_S} and {MAX_STALE_AFTER_S}."
         )
+    asked = None
+    if stale_after_s > (cap := max_stale_after_s()):
+        asked, stale_after_s = stale_after_s, cap
     now = now or timezone.now()
     recovered: list[Run] = []
     current = running_run()
@@ -325,7 +340,7 @@ def start_run(
             )
             for stale in recovered:
                 stale.taken_over_by = run
-        return StartedRun(run=run, token=token, recovered=recovered)
+        return StartedRun(run=run, token=token, recovered=recovered, asked_stale_after_s=asked)
     raise Refusal("busy", "The run lock changed hands repeatedly while starting; try again.", retry=True)
 
 
@@ -343,6 +358,16 @@ def _held_run(run_id: int, token: str) -> Run:
 
 def _not_running(run: Run, action: str) -> Refusal:
     """Why a heartbeat or finish of a run that is no longer running changed nothing."""
+    if run.status == Run.Status.CANCELLED and run.ended_by_id not in (None, run.holder_id):
+        return Refusal(
+            "run_ended",
+            f"Run {run.id} was ended by {run.ended_by.name} at {run.ended_at:%Y-%m-%d %H:%M:%S} UTC "
+            f"({run.end_reason}): its {action} changed nothing. Stop working under this run.",
+            stale=True,
+            run_id=run.id,
+            status=run.status,
+            end_reason=run.end_reason or None,
+        )
     if run.status == Run.Status.STALE:
         took = f" and taken over by run {run.taken_over_by_id}" if run.taken_over_by_id else ""
         return Refusal(
@@ -417,6 +442,36 @@ def finish_run(
         run.refresh_from_db()
         raise _not_running(run, "finish")
     run.refresh_from_db()
+    return run
+
+
+MAX_END_REASON_CHARS = 200
+
+
+def end_run(*, principal: Principal, run_id: int, reason: str = "", now: datetime | None = None) -> Run:
+    """A person ends a running run (the admin's "End this run"): whoever holds it, however long its
+    threshold. Recorded on the run — `cancelled`, ended by this person, when and why — and the lock
+    is free at once. The old holder's token fences nothing any more: its heartbeat and finish are
+    conditional on `running` and change 0 rows, answering `run_ended` (stop working). Only a person
+    (an active human principal) may do this; a run no longer running is refused, nothing changed."""
+    if not principal.is_human or not principal.active:
+        raise Refusal("not_human", "Only a person on the human allowlist can end a run.")
+    reason = _check_text("reason", reason, MAX_END_REASON_CHARS)
+    now = now or timezone.now()
+    why = f"ended by {principal.name} from the admin" + (f": {reason}" if reason else "")
+    changed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
+        status=Run.Status.CANCELLED, ended_at=now, ended_by=principal, end_reason=why[:300]
+    )
+    run = Run.objects.select_related("holder", "day", "ended_by").filter(id=run_id).first()
+    if run is None:
+        raise Refusal("not_found", f"There is no run {run_id}.", run_id=run_id)
+    if not changed:
+        raise Refusal(
+            "not_running",
+            f"Run {run.id} is {run.status}, not running: there is nothing to end.",
+            run_id=run.id,
+            status=run.status,
+        )
     return run
 
 

@@ -8,7 +8,9 @@ heartbeat, so a tick whose run was taken over commits nothing):
   lapsed approvals (`intents.services.expire_pending`), lists the directives that lapsed since the
   previous tick, releases the notices that no directive holds any more, and returns the context
   packet. The first morning tick of a day is recorded; a repeated one sweeps again (each sweep is
-  idempotent), records nothing and says so.
+  idempotent), records nothing and says so. Each sweep (and the packet) is a step of its own
+  (`isolated_step`, a savepoint): one that fails is rolled back and listed under `failed_steps`,
+  and the others still run.
 - `start`, `check-in`: record a progress entry (tick = the mode) whose summary says what changed
   since the previous tick — new intents, decisions opened and closed, task moves, observations
   (counted, never quoted), progress, runs — and a tick row holding the details.
@@ -27,8 +29,10 @@ step (which does call the brain) is run only by the command, and only when asked
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
@@ -38,11 +42,15 @@ from django.utils import timezone
 from intents.models import Directive
 from intents.services import expire_pending
 from operator_site import reads
+from operator_site.errors import failed_step, log_failure
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import release_held, request_delivery
 from runs import services
 from runs.models import OperatorDay, Run, Tick
+
+logger = logging.getLogger("operator.ticks")
+T = TypeVar("T")
 
 TICK_MODES = ("morning", "start", "check-in", "night", "status")
 TICK_PRINCIPAL = "operator-tick"
@@ -119,16 +127,41 @@ def _require_today(mode: str, day: date, today: date) -> None:
 
 
 # --- the modes -----------------------------------------------------------------------------------------
+def isolated_step(name: str, failed: list[dict[str, Any]], fn: Callable[[], T], default: T) -> T:
+    """Run one step of a tick in a savepoint: if it raises (anything but a refusal), its writes are
+    rolled back, the failure is logged and listed in `failed` (never the exception's text: the log
+    has it, under the error id), and the tick goes on with `default`."""
+    try:
+        with transaction.atomic():
+            return fn()
+    except Refusal:
+        raise
+    except Exception as exc:
+        failed.append(failed_step(name, exc, log_failure(logger, "tick step %s", name)))
+        return default
+
+
+def _lapsed_directives(since: datetime, now: datetime) -> tuple[list[Directive], int]:
+    lapsed = Directive.objects.filter(cleared_at__isnull=True, expires_at__gt=since, expires_at__lte=now)
+    rows = list(lapsed.order_by("expires_at", "id")[:LAPSED_DIRECTIVES_LISTED])
+    return rows, lapsed.count() if len(rows) == LAPSED_DIRECTIVES_LISTED else len(rows)
+
+
 def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
     _require_today("morning", day, services.local_date(now))
     since, _ = _window_start(now)
     day_row, opened = services.open_day(principal=principal, day=day, via="morning tick", now=now)
-    stale = services.recover_stale_runs(principal=principal, now=now)
-    expired = expire_pending(now)
-    lapsed = Directive.objects.filter(cleared_at__isnull=True, expires_at__gt=since, expires_at__lte=now)
-    lapsed_rows = list(lapsed.order_by("expires_at", "id")[:LAPSED_DIRECTIVES_LISTED])
-    lapsed_count = lapsed.count() if len(lapsed_rows) == LAPSED_DIRECTIVES_LISTED else len(lapsed_rows)
-    released = release_held(now)
+    # Each sweep is a step of its own: one that fails (a poisoned row, a bug) is listed under
+    # `failed_steps` and the others still run.
+    failed: list[dict[str, Any]] = []
+    stale = isolated_step(
+        "recover_stale_runs", failed, lambda: services.recover_stale_runs(principal=principal, now=now), []
+    )
+    expired = isolated_step("expire_approvals", failed, lambda: expire_pending(now), [])
+    lapsed_rows, lapsed_count = isolated_step(
+        "list_lapsed_directives", failed, lambda: _lapsed_directives(since, now), ([], 0)
+    )
+    released = isolated_step("release_held_notices", failed, lambda: release_held(now), [])
     if released:
         transaction.on_commit(request_delivery)  # the delivery thread sends them, not this call
     swept = {
@@ -151,6 +184,8 @@ def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) 
         f"{len(expired)} approvals expired; {lapsed_count} directives lapsed; "
         f"{len(released)} held notices released"
     )
+    if failed:
+        headline += f"; {len(failed)} steps failed ({', '.join(f['step'] for f in failed)})"
     tick, first = _record_once(
         day_row,
         Tick.Mode.MORNING,
@@ -158,8 +193,9 @@ def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) 
         run=run,
         at=now,
         since=since,
-        report={"headline": headline, **swept},
+        report={"headline": headline, **swept, "failed_steps": list(failed)},
     )
+    packet = isolated_step("packet", failed, lambda: reads.context_packet(day=day, now=now), None)
     return {
         "ok": True,
         "mode": "morning",
@@ -172,7 +208,8 @@ def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) 
         "tick": tick_dict(tick),
         "headline": headline,
         "swept": swept,
-        "packet": reads.context_packet(day=day, now=now),
+        "failed_steps": failed,
+        "packet": packet,
     }
 
 

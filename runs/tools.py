@@ -36,7 +36,9 @@ class RunStartArgs(ToolArgs):
         ge=MIN_STALE_AFTER_S,
         le=MAX_STALE_AFTER_S,
         description="Seconds without a heartbeat after which the run counts as dead and the next start "
-        f"takes over ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S}, default {DEFAULT_STALE_AFTER_S}).",
+        f"takes over ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S}, default {DEFAULT_STALE_AFTER_S}); "
+        "capped at the operator's limit (OPERATOR_RUN_MAX_STALE_MINUTES, 15 minutes unless set): "
+        "the answer says when it was capped.",
     )
     note: str | None = Field(None, max_length=services.MAX_NOTE_CHARS, description="Why this run, briefly.")
 
@@ -58,13 +60,14 @@ def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
     refused with `already_running` and the running run's id, kind, holder, start and last heartbeat.
     On success keep the returned `run_id` and `token`: send operator_run_heartbeat at least every
     `heartbeat_every_s` seconds and close with operator_run_finish. If a heartbeat answers
-    `stale: true`, stop working: another run has taken over."""
+    `stale: true`, stop working: another run has taken over, or the person ended the run. A
+    `stale_after_s` above the operator's limit is lowered to it (`stale_after_capped` says so)."""
     now = timezone.now()
     started = services.start_run(
         principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
     )
     run = started.run
-    return {
+    answer = {
         "ok": True,
         "run_id": run.id,
         "token": started.token,
@@ -72,6 +75,14 @@ def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
         "run": services.run_dict(run, now),
         "recovered": [services.run_dict(r, now) for r in started.recovered],
     }
+    if started.asked_stale_after_s is not None:
+        answer["stale_after_capped"] = {
+            "asked": started.asked_stale_after_s,
+            "granted": run.stale_after_s,
+            "reason": f"The operator allows a run at most {run.stale_after_s} s without a heartbeat "
+            "(OPERATOR_RUN_MAX_STALE_MINUTES); send heartbeats at least every heartbeat_every_s seconds.",
+        }
+    return answer
 
 
 class RunHeartbeatArgs(ToolArgs):
@@ -317,6 +328,7 @@ class HistoryArgs(ToolArgs):
 @tool(
     "operator_history",
     tool_class=ToolClass.READ,
+    snapshot=True,
     args=HistoryArgs,
     title="Recent operator days",
     examples=[{}, {"days": 30}],

@@ -117,10 +117,11 @@ def test_operator_token_maps_to_the_built_in_human_owner() -> None:
         "opk_bootstrapOwnerTokenFromTheEnvironment0001"
     )
     assert authenticate("opk_bootstrapOwnerTokenFromTheEnvironment0002") is None
-    # Rotating the setting rotates the token: the old one stops working.
+    # The setting only seeds an owner without a token: changing it later changes nothing (the
+    # database is the one source of truth; rotation is `operator_token create owner --rotate`).
     with override_settings(OPERATOR_TOKEN="opk_rotatedOwnerTokenFromTheEnvironment00009"):
-        assert authenticate("opk_rotatedOwnerTokenFromTheEnvironment00009").name == "owner"
-        assert authenticate("opk_bootstrapOwnerTokenFromTheEnvironment0001") is None
+        assert authenticate("opk_rotatedOwnerTokenFromTheEnvironment00009") is None
+        assert authenticate("opk_bootstrapOwnerTokenFromTheEnvironment0001").name == "owner"
 
 
 @override_settings(OPERATOR_TOKEN="opk_bootstrapOwnerTokenFromTheEnvironment0001")

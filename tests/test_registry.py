@@ -93,6 +93,7 @@ async def test_every_tool_answers_one_text_block_of_indented_json(owner) -> None
 class _Spec:
     name = "operator_set_directive"
     read_only = False
+    snapshot = False
 
 
 def _collision_tool(call: ToolCall, args: Any) -> dict[str, Any]:

@@ -113,11 +113,36 @@ def test_edit_then_approve(person, pending) -> None:
     assert intent.idempotency_key != pending.idempotency_key
 
 
-def test_edit_with_a_bad_amount_is_refused(person, pending) -> None:
+@pytest.mark.parametrize(
+    "amount", ["4.5", "²", "¹²", "1e5", "-1", "9" * 40, "10000000000001", "0x10", "NaN", "4 500", "<b>1</b>"]
+)
+def test_edit_with_a_bad_amount_is_refused(person, pending, amount: str) -> None:
+    """The form refuses what is not a whole number of cents in 0..10^13 — `²` (a digit to
+    str.isdigit(), not to int()) was a 500 — with the page and its message, changing nothing."""
     before = snapshot(pending)
     response = person.post(
-        page(pending, "edit"), {"seen": pending.payload_digest, "title": "x", "amount_cents": "4.5"}
+        page(pending, "edit"), {"seen": pending.payload_digest, "title": "x", "amount_cents": amount}
     )
+    assert response.status_code == 400
+    assert b"amount_cents" in response.content
+    assert snapshot(pending) == before
+
+
+@pytest.mark.parametrize(
+    ("affordance", "form"),
+    [
+        ("edit", {"title": "x" * 301}),
+        ("edit", {"title": "nul\x00"}),
+        ("edit", {"title": "   "}),
+        ("respond", {"text": "t" * 5001}),
+        ("respond", {"text": ""}),
+        ("accept", {"note": "n" * 2001}),
+        ("reject", {"note": "nul\x00"}),
+    ],
+)
+def test_bad_form_input_is_refused_and_changes_nothing(person, pending, affordance: str, form: dict) -> None:
+    before = snapshot(pending)
+    response = person.post(page(pending, affordance), {"seen": pending.payload_digest, **form})
     assert response.status_code == 400
     assert snapshot(pending) == before
 

@@ -2,9 +2,15 @@
 
 Tokens are random, shown once, and stored only as SHA-256 digests. Lookup is by digest (an
 index probe reveals nothing about the token: finding a preimage of SHA-256 is infeasible), and the
-stored digest is then compared with `hmac.compare_digest`. The built-in human principal `owner`
-takes its token from the `OPERATOR_TOKEN` setting: the first request presenting that token (or
-`python3 manage.py serve`) adopts its digest, so rotating the setting rotates the token.
+stored digest is then compared with `hmac.compare_digest`.
+
+**One source of truth for the owner's token: the database.** The `OPERATOR_TOKEN` setting only
+*seeds* the built-in human principal `owner` — the first request presenting it (or `python3 manage.py
+serve`) makes it the owner's token **only while the owner has none**. From then on the owner's token
+changes only by rotation (`operator_token create owner --rotate`), which replaces the stored digest:
+the old token matches no principal and, the owner having a token, is never seeded again — whatever
+the environment still says. (An owner's digest is never cleared: revoking keeps it and sets the
+owner inactive.) `serve` warns when the environment holds a token that is not the owner's.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ def authenticate(token: str | None) -> Principal | None:
         and settings.OPERATOR_TOKEN
         and hmac.compare_digest(presented, digest(settings.OPERATOR_TOKEN))
     ):
-        principal = adopt_owner_token()
+        principal = seed_owner_token()
     if (
         principal is None
         or not principal.active
@@ -77,8 +83,10 @@ def _by_digest(token_digest: str) -> Principal | None:
     return row_where(Principal, token_digest=token_digest)
 
 
-def adopt_owner_token() -> Principal | None:
-    """Make `OPERATOR_TOKEN` the owner's token (creating the owner if needed). Returns the owner."""
+def seed_owner_token() -> Principal | None:
+    """Make `OPERATOR_TOKEN` the owner's token if the owner has none yet (creating the owner if
+    needed). Returns the owner when its token is now the setting's, else None: an owner who already
+    has a token — the setting's, or one that replaced it by rotation — keeps it."""
     if not settings.OPERATOR_TOKEN:
         return None
     wanted = digest(settings.OPERATOR_TOKEN)
@@ -87,13 +95,30 @@ def adopt_owner_token() -> Principal | None:
             owner, _ = Principal.objects.get_or_create(
                 name=Principal.OWNER_NAME, defaults={"kind": Principal.Kind.HUMAN}
             )
-            if not hmac.compare_digest(owner.token_digest or "", wanted):
+            # Conditional: only an owner without a token is seeded (two requests at once seed once).
+            if Principal.objects.filter(pk=owner.pk, token_digest__isnull=True).update(token_digest=wanted):
                 owner.token_digest = wanted
-                owner.save(update_fields=["token_digest"])
+            else:
+                owner.refresh_from_db(fields=["token_digest"])
     except IntegrityError:
-        # Another request adopted it at the same moment, or another principal holds this token.
-        owner = Principal.objects.filter(name=Principal.OWNER_NAME, token_digest=wanted).first()
-    return owner
+        # Another principal holds this digest (the setting is some agent's token): never the owner's.
+        return None
+    return owner if hmac.compare_digest(owner.token_digest or "", wanted) else None
+
+
+def environment_token_state() -> str:
+    """How `OPERATOR_TOKEN` relates to the owner's stored token: "unset", "owner" (it is the owner's
+    token), "unseeded" (the owner has no token yet: the setting will seed it) or "not_owner" (the
+    owner's token is another one — rotated or issued since — so the setting authenticates nothing
+    as the owner)."""
+    if not settings.OPERATOR_TOKEN:
+        return "unset"
+    stored = (
+        Principal.objects.filter(name=Principal.OWNER_NAME).values_list("token_digest", flat=True).first()
+    )
+    if stored is None:
+        return "unseeded"
+    return "owner" if hmac.compare_digest(stored, digest(settings.OPERATOR_TOKEN)) else "not_owner"
 
 
 def issue_token(principal: Principal) -> str:

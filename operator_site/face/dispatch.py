@@ -21,15 +21,19 @@ import json
 import logging
 import re
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, DataError, connection, transaction
+import psycopg
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError, connection, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
 
 from operator_site import metrics
+from operator_site.errors import log_failure
+from operator_site.face import door
 from operator_site.face.db import run_db
 from operator_site.face.envelope import Refusal, envelope
 from operator_site.face.registry import ToolSpec
@@ -60,13 +64,34 @@ class ToolCall:
 
 def canonical_digest(arguments: Any) -> str:
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # "surrogatepass": a lone surrogate (refused at the door) must not stop the digest of the call
+    # that is refused for it.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def internal_error(error_id: str) -> dict[str, Any]:
+    """What the caller is told of an unexpected failure: never the exception's text (it may quote the
+    database, SQL or the person's data), only an id to find the log line by."""
+    return {
+        "ok": False,
+        "error": "internal_error",
+        "reason": f"The operator failed to complete this call; nothing was written. Error id {error_id} "
+        "(it is in the operator's log).",
+        "error_id": error_id,
+    }
 
 
 def _claimed_for_audit(claimed: Any) -> Any:
     if claimed is _MISSING:
         return None
-    text = json.dumps(claimed, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(claimed, ensure_ascii=False, allow_nan=False, default=str)
+    except (ValueError, RecursionError):
+        return {"not_kept": "not plain JSON"}
+    if door.raw_problem(claimed) is not None or door.unstorable_text(text):
+        # NUL, a lone surrogate: no database stores it. The claim is kept as a digest.
+        escaped = json.dumps(claimed, default=str)
+        return {"not_kept": "not storable", "sha256": hashlib.sha256(escaped.encode()).hexdigest()}
     if _TOKEN_LIKE.search(text):
         # A bearer token sent as the actor (a confused or injected agent) is not copied into the
         # audit trail: the claim is kept with every token-shaped part masked.
@@ -76,36 +101,26 @@ def _claimed_for_audit(claimed: Any) -> Any:
     return {"truncated": True, "chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
 
 
+def audit_tool_name(name: str) -> str:
+    """A tool name as the audit row keeps it: bounded, and storable whatever an unknown name held."""
+    name = name[:200]
+    if door.unstorable_text(name):
+        name = json.dumps(name)[1:-1][:200]  # escaped: \u0000, \ud800
+    return name
+
+
 def _write_audit(
     principal: Principal, tool: str, outcome: str, code: str, started: float, args_digest: str, claimed: Any
 ) -> None:
     AuditEvent.append(
         principal=principal.pk,
-        tool=tool[:200],
+        tool=audit_tool_name(tool),
         outcome=outcome,
         error_code=code,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         args_sha256=args_digest,
         claimed_actor=_claimed_for_audit(claimed),
     )
-
-
-def _nul_path(value: Any, path: str = "") -> str | None:
-    """Where a NUL character hides in the arguments (PostgreSQL cannot store one in text)."""
-    if isinstance(value, str):
-        return path or "(arguments)" if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _nul_path(key, path) if isinstance(key, str) and "\x00" in key else None
-            found = found or _nul_path(item, f"{path}.{key}" if path else str(key))
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_path(item, f"{path}.{index}" if path else str(index))
-            if found:
-                return found
-    return None
 
 
 def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
@@ -117,18 +132,47 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
+@contextmanager
+def read_snapshot() -> Iterator[None]:
+    """One snapshot for a read of several queries, so its counts and lists agree under concurrent
+    writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
+    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so the price is that statement and the
+    COMMIT. On SQLite a transaction already is one snapshot. Inside a caller's transaction there is
+    nothing to open (its isolation is the caller's)."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    saved = (raw.isolation_level, raw.read_only)
+    raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with transaction.atomic():
+            yield
+    finally:
+        if not raw.closed:
+            raw.isolation_level, raw.read_only = saved
+
+
 def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
     """The transaction a call runs in.
 
     Every write, and every call on SQLite (where a transaction is also the reads' one snapshot),
-    runs in one transaction with its audit row. A read on PostgreSQL runs without one: under READ
-    COMMITTED each statement sees its own snapshot whether or not it is inside a transaction, so
-    BEGIN and COMMIT would buy nothing but two round trips, and a read has no change for its audit
-    row to be atomic with (a read that fails writes nothing but its audit row, as before).
+    runs in one transaction with its audit row. A read on PostgreSQL is written without one when it
+    is a single query (under READ COMMITTED each statement sees its own snapshot whether or not it
+    is inside a transaction, so BEGIN and COMMIT would buy nothing but two round trips); a read of
+    several queries (`spec.snapshot`: the packet, operator_state, operator_history, the world model)
+    runs in `read_snapshot()`, and its audit row is written after it (the snapshot is read-only).
     """
     if spec.read_only and connection.vendor == "postgresql":
-        return nullcontext()
+        return read_snapshot() if spec.snapshot else nullcontext()
     return transaction.atomic()
+
+
+def _audit_after(spec: ToolSpec) -> bool:
+    """Whether the audit row of a successful call is written after its unit (a read-only snapshot)."""
+    return spec.snapshot and connection.vendor == "postgresql"
 
 
 def _run_in_transaction(
@@ -136,8 +180,14 @@ def _run_in_transaction(
 ) -> CallToolResult:
     outcome = AuditEvent.Outcome.ERROR  # what the metrics count this call as (set by each branch)
     try:
+        after = _audit_after(spec)
         with _unit(spec):
             result = spec.fn(call, args)
+            if not after:
+                _write_audit(
+                    call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed
+                )
+        if after:
             _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
         outcome = AuditEvent.Outcome.OK
         return envelope(result)
@@ -145,24 +195,14 @@ def _run_in_transaction(
         outcome = AuditEvent.Outcome.REFUSED
         # The transaction above is rolled back: the refusal (a lost version race included: the
         # seed's {ok: false, retry: true}) leaves only its audit row behind.
-        _write_audit(
-            call.principal, spec.name, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed
-        )
+        _guarded_audit(call, spec, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed)
         return envelope(refusal.as_result())
     except DataError:
         outcome = AuditEvent.Outcome.REFUSED
         # A value the database itself refuses (out of range, malformed for its column): the
         # caller's input, not an outage — say so, and do not invite a retry of the same call.
         logger.info("tool %s: the database refused a value", spec.name)
-        _write_audit(
-            call.principal,
-            spec.name,
-            AuditEvent.Outcome.REFUSED,
-            "invalid_value",
-            started,
-            args_digest,
-            claimed,
-        )
+        _guarded_audit(call, spec, AuditEvent.Outcome.REFUSED, "invalid_value", started, args_digest, claimed)
         return envelope(
             {
                 "ok": False,
@@ -172,9 +212,12 @@ def _run_in_transaction(
             },
             is_error=True,
         )
-    except DatabaseError:
-        logger.exception("database error in tool %s", spec.name)
-        _best_effort_audit(call, spec, "database_unavailable", started, args_digest, claimed)
+    except (OperationalError, InterfaceError):
+        # The database went away or timed out: retryable. (Its text stays in the log.)
+        logger.exception("database unavailable in tool %s", spec.name)
+        _guarded_audit(
+            call, spec, AuditEvent.Outcome.ERROR, "database_unavailable", started, args_digest, claimed
+        )
         return envelope(
             {
                 "ok": False,
@@ -186,36 +229,33 @@ def _run_in_transaction(
         )
     except Exception:
         outcome = AuditEvent.Outcome.ERROR
-        logger.exception("tool %s crashed", spec.name)
-        _write_audit(
-            call.principal,
-            spec.name,
-            AuditEvent.Outcome.ERROR,
-            "internal_error",
-            started,
-            args_digest,
-            claimed,
-        )
-        return envelope(
-            {
-                "ok": False,
-                "error": "internal_error",
-                "reason": "The operator failed to complete this call; nothing was written.",
-            },
-            is_error=True,
-        )
+        # Anything else — a constraint the code did not expect, a bug, a poisoned row — is not
+        # retryable: the same call would fail the same way. The caller gets an id, the log the rest.
+        error_id = log_failure(logger, "tool %s", spec.name)
+        _guarded_audit(call, spec, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed)
+        return envelope(internal_error(error_id), is_error=True)
     finally:
         metrics.observe_call(spec.name, outcome, started)
 
 
-def _best_effort_audit(
-    call: ToolCall, spec: ToolSpec, code: str, started: float, args_digest: str, claimed: Any
+def _guarded_audit(
+    call: ToolCall, spec: ToolSpec, outcome: str, code: str, started: float, args_digest: str, claimed: Any
 ) -> None:
-    """The database just failed this call; record it if the database will take the row."""
-    try:
-        _write_audit(call.principal, spec.name, AuditEvent.Outcome.ERROR, code, started, args_digest, claimed)
-    except DatabaseError:
-        logger.warning("could not audit %s: the database is unavailable", spec.name)
+    """The audit row of a call that did not succeed, written on its own (the call's transaction was
+    rolled back). If it cannot be written as it is, it is written without the claimed actor; if the
+    database will not take it at all, the gap is logged — the caller still gets its answer."""
+    for attempt in (claimed, _MISSING):
+        try:
+            # In autocommit (the dispatcher's case) the insert is its own transaction; inside a
+            # caller's transaction a savepoint keeps a failed insert from spoiling it.
+            with transaction.atomic() if connection.in_atomic_block else nullcontext():
+                _write_audit(call.principal, spec.name, outcome, code, started, args_digest, attempt)
+            return
+        except (OperationalError, InterfaceError):
+            break
+        except Exception:
+            logger.exception("could not write the audit row of a %s call as it is", spec.name)
+    logger.warning("could not audit %s (%s): the database did not take the row", spec.name, code)
 
 
 def _refuse_before_dispatch(
@@ -244,11 +284,66 @@ async def audit_unknown_tool(principal: Principal, name: str, arguments: dict[st
     )
 
 
+def _invalid(spec: ToolSpec, problems: list[tuple[str, str]]) -> ValidationError:
+    """Problems found at the door, as pydantic's own error (one shape for every invalid argument)."""
+    return ValidationError.from_exception_data(
+        spec.args.__name__,
+        [
+            {"type": "value_error", "loc": tuple(where.split(".")), "input": None, "ctx": {"error": why}}
+            for where, why in problems
+        ],
+    )
+
+
+def validate_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> Any:
+    """The tool's argument model from the call's arguments, checked at the door (face/door.py):
+    storable and finite as sent, then typed by the model, then in range. Raises ValidationError."""
+    parsed = spec.fn_metadata.pre_parse_json(arguments)
+    problem = door.raw_problem(parsed)
+    if problem:
+        raise _invalid(spec, [problem])
+    args = spec.args.model_validate(parsed)
+    problems = door.range_problems(args)
+    if problems:
+        raise _invalid(spec, problems)
+    return args
+
+
 async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, Any]) -> CallToolResult:
+    """One tools/call (see the module docstring). Never raises: whatever fails is answered as an
+    envelope, and the call's audit row is written (or its loss logged)."""
     started = time.perf_counter()
     args_digest = canonical_digest(arguments)
     claimed = arguments.get("actor", _MISSING)
+    try:
+        return await _dispatch(spec, principal, arguments, started, args_digest, claimed)
+    except Exception:
+        error_id = log_failure(logger, "tools/call %s", spec.name)
+        call = ToolCall(principal=principal, tool=spec)
+        try:
+            await run_db(
+                _guarded_audit,
+                call,
+                spec,
+                AuditEvent.Outcome.ERROR,
+                "internal_error",
+                started,
+                args_digest,
+                claimed,
+            )
+        except Exception:
+            logger.exception("could not audit the failed call %s (error id %s)", spec.name, error_id)
+        return envelope(internal_error(error_id), is_error=True)
 
+
+async def _dispatch(
+    spec: ToolSpec,
+    principal: Principal,
+    arguments: dict[str, Any],
+    started: float,
+    args_digest: str,
+    claimed: Any,
+) -> CallToolResult:
     if not principal.may_call(spec.name):
         await run_db(
             _refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest, claimed
@@ -266,20 +361,7 @@ async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, An
         )
 
     try:
-        nul_at = _nul_path(arguments)
-        if nul_at:
-            raise ValidationError.from_exception_data(
-                spec.args.__name__,
-                [
-                    {
-                        "type": "value_error",
-                        "loc": tuple(nul_at.split(".")),
-                        "input": None,
-                        "ctx": {"error": "text may not contain NUL (\\u0000) characters"},
-                    }
-                ],
-            )
-        args = spec.args.model_validate(spec.fn_metadata.pre_parse_json(arguments))
+        args = validate_arguments(spec, arguments)
     except ValidationError as exc:
         fields = _field_errors(exc)
         await run_db(

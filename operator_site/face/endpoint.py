@@ -12,9 +12,10 @@ The guards run in this order, each answering before the next looks at anything:
    OPERATOR_ALLOWED_ORIGINS, comparing scheme, host and port → 403 (DNS rebinding, other local
    programs' pages);
 4. body size while reading → 413; Content-Type other than application/json → 400 / -32600; a
-   body that is not UTF-8 JSON → 400 / -32700; a JSON array (batch), a non-object body or an
-   object that is not a JSON-RPC 2.0 message (wrong `jsonrpc`, non-string `method`, non-object
-   `params`, an `id` that is null, fractional or boolean) → 400 / -32600.
+   body that is not UTF-8 JSON (NaN and Infinity are not JSON) → 400 / -32700; a JSON array
+   (batch), a non-object body or an object that is not a JSON-RPC 2.0 message (wrong `jsonrpc`,
+   non-string `method`, non-object `params`, an `id` that is null, fractional or boolean) → 400 /
+   -32600.
 
 Then a fresh `OperatorServer` for this principal serves the request and is discarded when the
 response closes: an ordinary request through the SDK's single-exchange kernel (face/exchange.py),
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -145,6 +147,21 @@ def _content_type_ok(scope: Scope) -> bool:
     return len(values) == 1 and values[0].partition(";")[0].strip().lower() == "application/json"
 
 
+class NotJsonNumber(ValueError):
+    """NaN, Infinity, -Infinity, or a number too large to be finite: not JSON (RFC 8259 §6)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NotJsonNumber(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: a JSON number no float can hold
+        raise NotJsonNumber(text[:40])
+    return value
+
+
 def _parse_message(body: bytes) -> tuple[dict[str, Any] | None, tuple[int, str, Any] | None]:
     """(message, None) if this body may be one JSON-RPC message, else (None, (JSON-RPC code, error
     message, id)).
@@ -152,13 +169,22 @@ def _parse_message(body: bytes) -> tuple[dict[str, Any] | None, tuple[int, str, 
     The body is parsed here once more than the SDK parses it (a few microseconds for an ordinary
     call) because the SDK answers a malformed envelope with -32602 and a pydantic dump that echoes
     the caller's values, treats a request with a null, fractional or boolean id as a notification
-    (202, no answer ever comes), and accepts a UTF-16 body. JSON-RPC and MCP say otherwise: invalid
-    JSON or text that is not UTF-8 is -32700; anything else that is not one message object is -32600.
+    (202, no answer ever comes), accepts a UTF-16 body, and reads NaN and Infinity as numbers. JSON-RPC
+    and MCP say otherwise: invalid JSON (NaN, Infinity and -Infinity included: RFC 8259 has no such
+    numbers) or text that is not UTF-8 is -32700; anything else that is not one message object is
+    -32600.
     """
     try:
-        message = json.loads(body.decode("utf-8"))
+        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
     except UnicodeDecodeError:
         return None, (PARSE_ERROR, "Parse error: the body is not UTF-8 text", None)
+    except NotJsonNumber:
+        return None, (
+            PARSE_ERROR,
+            "Parse error: NaN and Infinity are not JSON numbers (RFC 8259 §6); nor is a number beyond "
+            "a double's range accepted",
+            None,
+        )
     except (ValueError, RecursionError):
         return None, (PARSE_ERROR, "Parse error: the body is not valid JSON (or is nested too deeply)", None)
     if isinstance(message, list):

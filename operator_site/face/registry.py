@@ -117,6 +117,9 @@ class ToolSpec:
     # The SDK's argument helper for this model (it also unwraps arguments some clients send as
     # JSON inside a string).
     fn_metadata: FuncMetadata = field(repr=False)
+    # A read of several queries whose counts and lists must agree: on PostgreSQL it runs in one
+    # read-only REPEATABLE READ transaction (face/dispatch.py `read_snapshot`).
+    snapshot: bool = False
 
     @property
     def takes_actor(self) -> bool:
@@ -137,11 +140,15 @@ def tool(
     args: type[ToolArgs],
     title: str,
     examples: list[dict[str, Any]],
+    snapshot: bool = False,
 ) -> Callable[[ToolFn], ToolFn]:
     """Declare a tool. The function's docstring is the description a model reads; `examples` are
-    valid argument sets (published in the input schema, and exercised by the registry tests)."""
+    valid argument sets (published in the input schema, and exercised by the registry tests).
+    `snapshot=True` (reads only): the read's queries see one snapshot of the database."""
     if name not in SEED_ORDER:
         raise ValueError(f"{name} is not one of the seed's 24 tools")
+    if snapshot and tool_class is not ToolClass.READ:
+        raise ValueError(f"{name}: only a read takes a snapshot (a write runs in its own transaction)")
     if not examples:
         raise ValueError(f"{name} needs at least one example argument set")
     for example in examples:
@@ -176,6 +183,7 @@ def tool(
             tuple(examples),
             mcp_tool,
             FuncMetadata(arg_model=args),
+            snapshot,
         )
         return fn
 

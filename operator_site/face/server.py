@@ -18,7 +18,7 @@ from mcp_types import (
 
 from operator_site import __version__
 from operator_site.face import registry
-from operator_site.face.dispatch import audit_unknown_tool, dispatch
+from operator_site.face.dispatch import audit_tool_name, audit_unknown_tool, dispatch
 from operator_site.models import Principal
 
 INSTRUCTIONS = (
@@ -70,5 +70,5 @@ class OperatorServer(Server):
         spec = registry.get(params.name)
         if spec is None:
             await audit_unknown_tool(self.principal, params.name, arguments)
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name[:200]}")
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {audit_tool_name(params.name)}")
         return await dispatch(spec, self.principal, arguments)

@@ -84,11 +84,16 @@ def test_the_database_itself_refuses_a_second_running_row(agent, t0) -> None:
     assert Run.objects.filter(status="running").count() == 1
 
 
-@pytest.mark.parametrize(("stale_after_s", "ok"), [(29, False), (30, True), (86_400, True), (86_401, False)])
+@pytest.mark.parametrize(
+    ("stale_after_s", "ok"), [(29, False), (30, True), (900, True), (86_400, True), (86_401, False)]
+)
 def test_stale_after_bounds(agent, t0, stale_after_s: int, ok: bool) -> None:
+    """30..86,400 s is accepted; above the operator's cap (OPERATOR_RUN_MAX_STALE_MINUTES, default 15)
+    the run gets the cap, and the start says what was asked."""
     result = attempt(services.start_run, principal=agent.principal, stale_after_s=stale_after_s, now=t0)
     if ok:
-        assert result.run.stale_after_s == stale_after_s
+        assert result.run.stale_after_s == min(stale_after_s, 900)
+        assert result.asked_stale_after_s == (stale_after_s if stale_after_s > 900 else None)
     else:
         assert isinstance(result, Refusal) and result.code == "out_of_range"
         assert Run.objects.count() == 0

@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from intents.executor import DEFAULT_LIMIT, run_executor
 from operator_site.face.envelope import Refusal
-from runs.models import DEFAULT_STALE_AFTER_S
+from runs.keepalive import WORKER_STALE_AFTER_S
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -39,7 +39,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--lease", type=float, default=None, help="claim lease in s (default: the deadline + 60 s)"
         )
-        parser.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER_S, help="run threshold, s")
+        parser.add_argument(
+            "--stale-after",
+            type=int,
+            default=WORKER_STALE_AFTER_S,
+            help="run threshold, s (a background heartbeat keeps a live executor's run fresh)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["limit"] < 1:

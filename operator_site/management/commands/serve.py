@@ -35,7 +35,7 @@ class Command(BaseCommand):
             check_database()
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("operator: database migrated")
-            ensure_owner(self.stdout)
+            ensure_owner(self.stdout, self.stderr)
         except BaseException:
             sock.close()
             raise

@@ -19,7 +19,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from operator_site.face.envelope import Refusal
-from runs.models import DEFAULT_STALE_AFTER_S
+from runs.keepalive import WORKER_STALE_AFTER_S
 from runs.observe import observe
 
 
@@ -34,7 +34,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--timeout", type=float, default=None, help="downstream deadline in s (default BRAIN_TIMEOUT_S)"
         )
-        parser.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER_S, help="run threshold, s")
+        parser.add_argument(
+            "--stale-after",
+            type=int,
+            default=WORKER_STALE_AFTER_S,
+            help="run threshold, s (a background heartbeat keeps a live run fresh)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         signal.signal(signal.SIGTERM, _interrupt)

@@ -24,18 +24,25 @@ an observe probe could not be carried out; 130 interrupted; 2 bad usage.
 from __future__ import annotations
 
 import datetime
+import logging
 import signal
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from operator_site.errors import failed_step, log_failure, short_reason
 from operator_site.face.envelope import Refusal, to_json
 from operator_site.mail import delivery_summary
 from operator_site.models import Principal
 from operator_site.notifications import deliver_due
 from runs import services, ticks
-from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
+from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.models import MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
+
+logger = logging.getLogger("operator.ticks")
+T = TypeVar("T")
 
 EXIT_LOCK_HELD = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition, try again later
 EXIT_FAILED = 1
@@ -62,6 +69,8 @@ def tick_summary(answer: dict[str, Any]) -> str:
             f"  observe: {observe.get('status')}"
             + (f" ({observe['reason']})" if observe.get("reason") else "")
         )
+    for failed in answer.get("failed_steps") or []:
+        lines.append(f"  step failed: {failed.get('step')} ({failed.get('error_id')})")
     lines.append("  (--json prints the full answer)")
     return "\n".join(lines)
 
@@ -89,6 +98,16 @@ def status_summary(result: dict[str, Any]) -> str:
         lines.append(f"  run lock: free{after}")
     lines.append("  (--json prints the full answer)")
     return "\n".join(lines)
+
+
+def step(name: str, failed: list[dict[str, Any]], fn: Callable[[], T]) -> T | None:
+    """One step after the tick (delivery, observe), isolated: whatever it raises (but an interrupt)
+    is logged and listed in `failed` — never its text, which the log keeps under the error id."""
+    try:
+        return fn()
+    except Exception as exc:
+        failed.append(failed_step(name, exc, log_failure(logger, "tick step %s", name)))
+        return None
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -176,8 +195,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--stale-after",
             type=int,
-            default=DEFAULT_STALE_AFTER_S,
-            help=f"the run's stale threshold in s ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S})",
+            default=WORKER_STALE_AFTER_S,
+            help=f"the run's stale threshold in s ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S}, capped at "
+            "OPERATOR_RUN_MAX_STALE_MINUTES; a background heartbeat keeps a live tick's run fresh)",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -195,7 +215,10 @@ class Command(BaseCommand):
         with transaction.atomic():
             principal = ticks.tick_principal()
         started = start_tick_run(principal, mode, opts["stale_after"])
-        answer = self.tick_then_finish(started, principal, mode, day, opts["observe"])
+        # A background heartbeat keeps the run fresh while the tick works (a long delivery or observe
+        # step included), so the threshold can be short: a killed tick gives the lock back soon.
+        with KeepAlive(started, principal, progress=f"tick {mode}: working"):
+            answer = self.tick_then_finish(started, principal, mode, day, opts["observe"])
         self.stdout.write(to_json(answer) if opts["json"] else tick_summary(answer))
         run = answer["run"]
         if run["status"] != "ok":
@@ -231,30 +254,41 @@ class Command(BaseCommand):
             return answer
         except BaseException as exc:
             interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-            finish(
-                started, principal, "cancelled" if interrupted else "error", f"{type(exc).__name__}: {exc}"
+            why = (
+                type(exc).__name__ if interrupted else short_reason(exc, log_failure(logger, f"tick {mode}"))
             )
+            finish(started, principal, "cancelled" if interrupted else "error", why)
             if interrupted:
                 raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
             raise
         summary = answer["tick"].get("headline") or f"{mode} tick done"
-        status = "ok"
+        status = "error" if answer["tick"].get("failed_steps") else "ok"
+        failed: list[dict[str, Any]] = []
         try:
             if mode == "morning":
-                answer["delivery"] = deliver_due().as_dict()
+                # Each step after the tick is isolated: one that fails is recorded (and the run
+                # finishes `error`), the next still runs.
+                delivery = step("deliver_notices", failed, lambda: deliver_due().as_dict())
+                if delivery is not None:
+                    answer["delivery"] = delivery
             if observe:
                 # Imported here: only the command, and only when asked, reaches the brain.
                 from runs.observe import observe_step
 
-                report = observe_step(run=started)
-                answer["observe"] = report.as_dict()
-                summary += f"; observe: {report.status}"
-                if report.status == "stale":
-                    answer.update(ok=False, error="run_stale")
-                    answer["run"] = {"status": "stale", "summary": report.reason}
-                    return answer
-                if report.status == "error":
-                    status, summary = "error", f"{summary} ({report.reason})"
+                report = step("observe", failed, lambda: observe_step(run=started))
+                if report is not None:
+                    answer["observe"] = report.as_dict()
+                    summary += f"; observe: {report.status}"
+                    if report.status == "stale":
+                        answer.update(ok=False, error="run_stale")
+                        answer["run"] = {"status": "stale", "summary": report.reason}
+                        return answer
+                    if report.status == "error":
+                        status, summary = "error", f"{summary} ({report.reason})"
+            if failed:
+                answer["failed_steps"] = failed
+                status = "error"
+                summary += "; failed: " + ", ".join(f"{f['step']} ({f['reason']})" for f in failed)
             with transaction.atomic():
                 services.heartbeat(
                     principal=principal,
@@ -268,9 +302,10 @@ class Command(BaseCommand):
             return answer
         except BaseException as exc:
             interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-            finish(
-                started, principal, "cancelled" if interrupted else "error", f"{type(exc).__name__}: {exc}"
+            why = (
+                type(exc).__name__ if interrupted else short_reason(exc, log_failure(logger, f"tick {mode}"))
             )
+            finish(started, principal, "cancelled" if interrupted else "error", why)
             if interrupted:
                 raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
             raise

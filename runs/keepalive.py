@@ -1,0 +1,94 @@
+"""A worker's heartbeat from a background thread, so its run can use a short stale threshold.
+
+The executor, the observe step and the ticks hold the single-running lock while they work. Their
+work has steps of unknown length (a brain call may take up to its deadline), so a heartbeat sent
+only between steps would force a threshold longer than the longest step — and a worker killed
+mid-step would then keep the lock (stopping every other worker) for all that time. With
+`KeepAlive`, a thread sends the run's heartbeat every `every_s` seconds (a quarter of the threshold)
+while the worker is alive: a live worker is never taken for dead, and a killed one (its thread dies
+with it) is recovered by the next start once `WORKER_STALE_AFTER_S` has passed.
+
+The thread only refreshes the lease. If a heartbeat is refused — the run was taken over or the
+person ended it — it stops and records why (`lost`); the worker checks `lost` between steps and
+stops claiming work. A database hiccup is logged and retried on the next beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import TracebackType
+
+from django.db import connection, transaction
+
+from operator_site.face.envelope import Refusal
+from operator_site.models import Principal
+from runs import services
+
+logger = logging.getLogger("operator.runs")
+
+# The stale threshold of the operator's own workers (executor, observe, ticks): a killed one gives the
+# lock back within two minutes. Long steps are covered by the background heartbeat, not the threshold.
+WORKER_STALE_AFTER_S = 120
+
+
+class KeepAlive:
+    """`with KeepAlive(started, principal): ...` — heartbeats `started` in the background."""
+
+    def __init__(
+        self,
+        started: services.StartedRun,
+        principal: Principal,
+        *,
+        every_s: float | None = None,
+        progress: str = "working",
+    ) -> None:
+        self.started = started
+        self.principal = principal
+        self.every_s = every_s if every_s is not None else max(1.0, started.run.stale_after_s / 4)
+        self.progress = progress
+        self.beats = 0
+        self.lost: Refusal | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"operator-keepalive-run-{started.run.id}", daemon=True
+        )
+
+    def __enter__(self) -> KeepAlive:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        # A beat in flight finishes on its own (it is one short statement); the worker does not wait
+        # on a slow database to finish its own run.
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.every_s):
+                try:
+                    with transaction.atomic():
+                        services.heartbeat(
+                            principal=self.principal,
+                            run_id=self.started.run.id,
+                            token=self.started.token,
+                            progress=self.progress[: services.MAX_RUN_PROGRESS_CHARS],
+                        )
+                    self.beats += 1
+                except Refusal as refusal:
+                    # Finished by the worker itself a moment ago (already_finished) is the normal end;
+                    # taken over or ended by the person is worth a warning.
+                    self.lost = refusal
+                    level = logging.INFO if refusal.code == "already_finished" else logging.WARNING
+                    logger.log(level, "run %s: heartbeat refused (%s)", self.started.run.id, refusal.code)
+                    return
+                except Exception:
+                    logger.exception("run %s: background heartbeat failed; retrying", self.started.run.id)
+        finally:
+            connection.close()

@@ -1,0 +1,801 @@
+# ruff: noqa: E501  (the tables read best one row per line)
+"""Check 16 — faults and poisoned inputs: no single input stops the machine.
+
+- **Poisoned rows, per worker kind.** Each worker — the executor, the morning tick's sweeps, the
+  tick command's steps after the tick, the observe step, notice delivery and release, the approval
+  expiry — is given work in which ONE item raises (any exception: the issue's note whose `due`
+  overflows in a time zone east of UTC, a handler bug, a claim that fails, a sweep that fails...).
+  That item is failed or skipped with a recorded reason (never the exception's text), and every other
+  item is done.
+- **Non-finite numbers.** NaN, Infinity, -Infinity and 1e400 anywhere in a body are a JSON-RPC parse
+  error (-32700: RFC 8259 has no such numbers), nothing written; as text in a number field, or
+  inside JSON sent in a string, they are `invalid_arguments` with the call's audit row.
+- **Range at the door.** Every integer property of every tool beyond the database's range, every
+  date-time that cannot be written in UTC and in the operator's zone (east and west of UTC), dates
+  at the ends of the calendar, unstorable text inside JSON in a string: `invalid_arguments` naming the
+  field, an audit row for every call, never `internal_error`, never database text.
+- **Unexpected failures.** A tool that raises (whatever it raises, with SQL in its message) answers
+  `internal_error` with an id that is also in the log, no exception text; its audit row is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DataError, IntegrityError, OperationalError, transaction
+from django.test import Client
+from django.utils import timezone
+
+from intents import executor, services
+from intents.models import Intent, IntentStatus
+from operator_site import notifications
+from operator_site.face import registry
+from operator_site.models import AuditEvent, Notification
+from runs import observe as observe_module
+from runs import services as runs
+from runs import ticks
+from runs.models import Observation, Run
+from runs.observe import Probe, observe
+from tests.brain_server import running_brain
+from tests.fixtures import asgi_http, orm
+from tests.security.helpers import envelope_of, message_of, no_traceback, post, tools_call
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+EAST = "Pacific/Kiritimati"  # UTC+14: the furthest east
+WEST = "Etc/GMT+12"  # UTC-12: the furthest west
+POISON_DUE = datetime(9999, 12, 31, 23, 30, tzinfo=UTC)  # the issue's note
+DATABASE_WORDS = (
+    "SELECT",
+    "INSERT",
+    "psycopg",
+    "sqlite",
+    "syntax error",
+    "constraint",
+    "Traceback",
+    "violates",
+)
+
+
+@pytest.fixture
+def zone(settings: Any) -> Any:
+    """Set the operator's time zone (Django's too: pages render in it)."""
+
+    def set_zone(name: str) -> None:
+        settings.OPERATOR_TIME_ZONE = name
+        settings.TIME_ZONE = name
+
+    return set_zone
+
+
+@pytest.fixture
+def brain(settings: Any) -> Iterator[Any]:
+    with running_brain() as b:
+        settings.BRAIN_URL, settings.BRAIN_TOKEN = b.url, "brain-token"
+        yield b
+
+
+def _record(principal: Any, **action: Any) -> Intent:
+    with transaction.atomic():
+        intent, _ = services.record_intent(principal=principal, action=services.ActionInput(**action))
+    return intent
+
+
+def _leaks(text: str) -> list[str]:
+    return [w for w in DATABASE_WORDS if w.lower() in text.lower()]
+
+
+# =====================================================================================================
+# Poisoned rows, per worker kind
+# =====================================================================================================
+def test_the_issues_note_whose_due_overflows_east_of_utc_stops_nothing(
+    principals, scorecard, zone, brain, client: Client
+) -> None:
+    """The issue's case, on the worker and on the pages: a queued note due 9999-12-31T23:30Z with the
+    operator's zone at UTC+14. (Such a row cannot be recorded any more — the door refuses it — so it
+    is written straight into the table, as a row stored before the fix would be.)"""
+    zone(EAST)
+    agent = principals["full_agent"].principal
+    poisoned = _record(agent, type="note", title="poisoned note", body="x")
+    Intent.objects.filter(pk=poisoned.pk).update(due=POISON_DUE)
+    with pytest.raises(OverflowError):  # control: the row really is poisoned in this zone
+        POISON_DUE.astimezone(ZoneInfo(EAST))
+    newer = [_record(agent, type="reminder", title=f"newer reminder {n}") for n in range(3)]
+
+    report = executor.run_executor(timeout_s=20)
+
+    misses = []
+    if report.run_status != "ok":
+        misses.append(f"the pass finished {report.run_status}")
+    done = {o.intent_id: o.status for o in report.outcomes}
+    if any(done.get(i.pk) != "executed" for i in newer):
+        misses.append(f"newer intents not executed: {done}")
+    if Intent.objects.get(pk=poisoned.pk).status not in {"executed", "failed"}:
+        misses.append("the poisoned note was left claimable")
+    # The pages that showed it: the intent's admin page and the approval page.
+    client.force_login(principals["owner"].principal.user)
+    for url in (
+        f"/admin/intents/intent/{poisoned.pk}/change/",
+        f"/admin/intents/intent/{poisoned.pk}/decide/",
+    ):
+        response = client.get(url)
+        if response.status_code != 200:
+            misses.append(f"{url}: HTTP {response.status_code}")
+    pending = _record(agent, type="email", title="ask", recipient="a@example.com")
+    Intent.objects.filter(pk=pending.pk).update(due=POISON_DUE)
+    if client.get(f"/admin/intents/intent/{pending.pk}/decide/").status_code != 200:
+        misses.append("the decide page of a pending intent with the poisoned due")
+    scorecard(
+        16,
+        "poisoned rows: the issue's note (due overflows at UTC+14)",
+        cases=6,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+def test_executor_one_intent_raising_anywhere_fails_alone(
+    principals, scorecard, brain, monkeypatch, caplog
+) -> None:
+    """Three ways one intent can raise — building its call, carrying it out, claiming it — among
+    healthy intents: the healthy ones are executed, the raising ones failed (or, for a claim, left as
+    they were) with a recorded reason that names an error id, never the exception's text."""
+    agent = principals["full_agent"].principal
+    build_raises = _record(agent, type="draft", title="build raises", body="b")
+    mark_raises = _record(agent, type="note", title="attempt raises", body="m")
+    claim_raises = _record(agent, type="note", title="claim raises", body="c")
+    healthy = [_record(agent, type="reminder", title=f"healthy {n}") for n in range(3)]
+
+    real_handler_for, real_mark, real_transition = (
+        executor.handler_for,
+        executor._mark_attempt,
+        executor.transition_intent,
+    )
+
+    def handler_for(action_type: str) -> Any:
+        handler = real_handler_for(action_type)
+        if action_type == "draft":
+
+            def build(intent: Intent) -> dict[str, Any]:
+                raise KeyError("SELECT secret FROM vault -- a handler bug")
+
+            return executor.Handler(handler.tool, build, handler.does)
+        return handler
+
+    def mark_attempt(claim: Any, **kwargs: Any) -> bool:
+        if claim.intent.pk == mark_raises.pk:
+            raise OperationalError('relation "vault" does not exist: INSERT INTO vault')
+        return real_mark(claim, **kwargs)
+
+    def transition(*, intent_id: int, **kwargs: Any) -> Any:
+        if intent_id == claim_raises.pk and kwargs.get("to") == IntentStatus.EXECUTING:
+            raise IntegrityError('duplicate key value violates unique constraint "x"')
+        return real_transition(intent_id=intent_id, **kwargs)
+
+    monkeypatch.setattr(executor, "handler_for", handler_for)
+    monkeypatch.setattr(executor, "_mark_attempt", mark_attempt)
+    monkeypatch.setattr(executor, "transition_intent", transition)
+    caplog.set_level(logging.ERROR, logger="operator.executor")
+
+    report = executor.run_executor(timeout_s=20)
+
+    misses = []
+    statuses = {
+        i.pk: Intent.objects.get(pk=i.pk) for i in (build_raises, mark_raises, claim_raises, *healthy)
+    }
+    if any(statuses[i.pk].status != "executed" for i in healthy):
+        misses.append(f"healthy: {[statuses[i.pk].status for i in healthy]}")
+    for raised in (build_raises, mark_raises):
+        row = statuses[raised.pk]
+        result = row.execution_result or {}
+        if row.status != "failed" or result.get("error") != "internal_error":
+            misses.append(f"{raised.title}: {row.status} {result}")
+        elif result["error_id"] not in caplog.text or _leaks(json.dumps(result)):
+            misses.append(f"{raised.title}: the reason does not match the log, or leaks: {result}")
+        elif result.get("called") is not False:
+            misses.append(f"{raised.title}: says the brain was called")
+    if statuses[claim_raises.pk].status != "queued":
+        misses.append(f"claim raises: left {statuses[claim_raises.pk].status}")
+    if report.run_status != "ok" or len(brain.calls) != len(healthy):
+        misses.append(f"run {report.run_status}, {len(brain.calls)} brain calls")
+    scorecard(
+        16,
+        "poisoned rows: the executor (build, attempt, claim raise)",
+        cases=3 + len(healthy),
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+SWEEPS = {
+    # step name in failed_steps: (module, attribute) to make raise
+    "recover_stale_runs": (runs, "recover_stale_runs"),
+    "expire_approvals": (ticks, "expire_pending"),
+    "list_lapsed_directives": (ticks, "_lapsed_directives"),
+    "release_held_notices": (ticks, "release_held"),
+    "packet": (ticks.reads, "context_packet"),
+}
+
+
+def _morning_work(agent: Any, now: datetime) -> dict[str, Any]:
+    """One item of work for every sweep of the morning tick."""
+    stale = runs.start_run(principal=agent, kind="dead", stale_after_s=30, now=now - timedelta(hours=1))
+    expiring = _record(agent, type="email", title="expiring", recipient="x@example.com")
+    Intent.objects.filter(pk=expiring.pk).update(expires_at=now - timedelta(minutes=1))
+    held = Notification.objects.create(
+        kind="approval_request", title="held", state="held", held_reason="quiet"
+    )
+    lapsed, _ = services.set_directive(
+        principal=agent, kind="quiet", topic=None, minutes=1, reason="r", now=now - timedelta(seconds=61)
+    )
+    return {"stale": stale.run.pk, "expiring": expiring.pk, "held": held.pk, "lapsed": lapsed.pk}
+
+
+@pytest.mark.parametrize("failing", list(SWEEPS))
+def test_morning_tick_one_sweep_raising_leaves_the_others_done(
+    principals, scorecard, monkeypatch, settings, failing: str
+) -> None:
+    settings.OPERATOR_DELIVERY = "off"
+    agent = principals["full_agent"].principal
+    now = timezone.now()
+    work = _morning_work(agent, now)
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("SELECT * FROM poisoned")
+
+    module, name = SWEEPS[failing]
+    monkeypatch.setattr(module, name, boom)
+    with transaction.atomic():
+        answer = ticks.run_tick(principal=ticks.tick_principal(), mode="morning")
+
+    misses = []
+    if [f["step"] for f in answer["failed_steps"]] != [failing] or _leaks(json.dumps(answer["failed_steps"])):
+        misses.append(f"failed_steps: {answer['failed_steps']}")
+    effects = {
+        "recover_stale_runs": Run.objects.get(pk=work["stale"]).status == "stale",
+        "expire_approvals": Intent.objects.get(pk=work["expiring"]).status == "expired",
+        "release_held_notices": Notification.objects.get(pk=work["held"]).state == "pending",
+        "packet": answer["packet"] is not None,
+        "list_lapsed_directives": [d["id"] for d in answer["swept"]["directives_lapsed"]["items"]]
+        == [work["lapsed"]],
+    }
+    for step, done in effects.items():
+        if step != failing and not done:
+            misses.append(f"{step} not done while {failing} failed")
+    if not answer["tick"]["id"]:
+        misses.append("the tick was not recorded")
+    scorecard(
+        16, f"poisoned rows: morning tick, {failing} raises", cases=1, bypasses=len(misses), misses=misses
+    )
+    assert misses == []
+
+
+def test_expiry_one_poisoned_intent_does_not_stop_the_sweep(principals, scorecard, monkeypatch) -> None:
+    agent = principals["full_agent"].principal
+    now = timezone.now()
+    rows = [
+        _record(agent, type="email", title=f"expiring {n}", recipient=f"{n}@example.com") for n in range(3)
+    ]
+    Intent.objects.filter(pk__in=[r.pk for r in rows]).update(expires_at=now - timedelta(minutes=1))
+    real_move = services.move_intent
+
+    def move(intent: Intent, *args: Any, **kwargs: Any) -> Any:
+        if intent.pk == rows[1].pk:
+            raise ValueError("poisoned row")
+        return real_move(intent, *args, **kwargs)
+
+    monkeypatch.setattr(services, "move_intent", move)
+    expired = services.expire_pending(now)
+    statuses = [Intent.objects.get(pk=r.pk).status for r in rows]
+    misses = (
+        []
+        if (expired, statuses) == ([rows[0].pk, rows[2].pk], ["expired", "pending_approval", "expired"])
+        else [f"{expired} {statuses}"]
+    )
+    scorecard(16, "poisoned rows: approval expiry", cases=3, bypasses=len(misses), misses=misses)
+    assert misses == []
+
+
+@pytest.mark.parametrize("failing", ["deliver_notices", "observe"])
+def test_tick_command_one_step_after_the_tick_raising_leaves_the_other_done(
+    principals, scorecard, monkeypatch, settings, brain, capsys, failing: str
+) -> None:
+    from runs.management.commands import operator_tick as command
+
+    settings.OPERATOR_OBSERVE_PROBES = [
+        {"name": "up", "tool": "actions_shell_run", "arguments": {"command": "uptime"}}
+    ]
+    settings.OPERATOR_DELIVERY = "off"
+    Notification.objects.create(kind="note", title="due notice")
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("INSERT INTO nowhere")
+
+    if failing == "deliver_notices":
+        monkeypatch.setattr(command, "deliver_due", boom)
+    else:
+        monkeypatch.setattr(observe_module, "observe_step", boom)
+    with pytest.raises(CommandError) as raised:
+        call_command("operator_tick", "morning", "--observe")
+    answer = json.loads(capsys.readouterr().out)
+    misses = []
+    if raised.value.returncode != 1 or answer["run"]["status"] != "error":
+        misses.append(f"exit {raised.value.returncode}, run {answer['run']}")
+    if [f["step"] for f in answer.get("failed_steps", [])] != [failing] or _leaks(json.dumps(answer)):
+        misses.append(f"failed_steps: {answer.get('failed_steps')}")
+    other_done = (
+        Observation.objects.filter(source="brain:actions_shell_run").exists()
+        if failing == "deliver_notices"
+        else Notification.objects.filter(title="due notice", state="delivered").exists()
+    )
+    if not other_done:
+        misses.append("the other step did not run")
+    if answer["tick"]["tick"]["id"] is None:
+        misses.append("the tick itself was not recorded")
+    scorecard(
+        16, f"poisoned rows: tick command, {failing} raises", cases=1, bypasses=len(misses), misses=misses
+    )
+    assert misses == []
+
+
+def test_observe_one_probe_raising_leaves_the_others_observed(
+    principals, scorecard, brain, monkeypatch, caplog
+) -> None:
+    probes = [
+        Probe("first", "actions_shell_run", {"command": "uptime"}),
+        Probe("poisoned", "machines_command_exec", {"command": "df"}),
+        Probe("last", "actions_workspace_run", {"command": "git status"}),
+    ]
+    real_call = observe_module.call_brain
+
+    def call_brain(caller: str, tool: str, *args: Any, **kwargs: Any) -> Any:
+        if tool == "machines_command_exec":
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "SELECT garbage")
+        return real_call(caller, tool, *args, **kwargs)
+
+    monkeypatch.setattr(observe_module, "call_brain", call_brain)
+    caplog.set_level(logging.ERROR, logger="operator.observe")
+    report = observe(probes=probes, timeout_s=20)
+    outcomes = {p.name: p for p in report.probes}
+    misses = []
+    if (outcomes["first"].outcome, outcomes["last"].outcome) != ("observed", "observed"):
+        misses.append(f"healthy probes: {outcomes}")
+    bad = outcomes["poisoned"]
+    if bad.outcome != "error" or bad.error != "internal_error" or bad.observation_id is None:
+        misses.append(f"poisoned probe: {bad}")
+    else:
+        row = Observation.objects.get(pk=bad.observation_id)
+        if (
+            row.kind != "self"
+            or row.data["error_id"] not in caplog.text
+            or _leaks(row.summary + json.dumps(row.data))
+        ):
+            misses.append(f"its observation: {row.summary} {row.data}")
+    if report.run_status != "error" or [c.tool for c in brain.calls] != [
+        "actions_shell_run",
+        "actions_workspace_run",
+    ]:
+        misses.append(f"run {report.run_status}, calls {[c.tool for c in brain.calls]}")
+    scorecard(16, "poisoned rows: observe (one probe raises)", cases=3, bypasses=len(misses), misses=misses)
+    assert misses == []
+
+
+def test_delivery_one_notice_raising_leaves_the_others_delivered(
+    scorecard, settings, monkeypatch, caplog, mailoutbox
+) -> None:
+    settings.OPERATOR_NOTIFY_CAP_PER_HOUR = 0
+    notices = [Notification.objects.create(kind="note", title=f"notice {n}") for n in range(3)]
+    held = [
+        Notification.objects.create(kind="note", title=f"held {n}", state="held", held_reason="quiet")
+        for n in range(3)
+    ]
+    real_hold = notifications.hold_reason
+
+    def hold_reason(notice: Notification, now: datetime) -> Any:
+        if notice.pk in (notices[1].pk, held[1].pk):
+            raise RecursionError("SELECT deeply nested")
+        return real_hold(notice, now)
+
+    monkeypatch.setattr(notifications, "hold_reason", hold_reason)
+    caplog.set_level(logging.ERROR, logger="operator.notifications")
+    report = notifications.deliver_due()
+    rows = {n.pk: Notification.objects.get(pk=n.pk) for n in (*notices, *held)}
+    misses = []
+    if sorted(report.released) != sorted([held[0].pk, held[2].pk]):
+        misses.append(f"released {report.released}")
+    if rows[notices[0].pk].state != "delivered" or rows[notices[2].pk].state != "delivered":
+        misses.append("the healthy notices were not delivered")
+    bad = rows[notices[1].pk]
+    if (
+        bad.state != "pending"
+        or bad.attempts != 1
+        or bad.next_attempt_at <= timezone.now()
+        or notices[1].pk not in report.failed
+    ):
+        misses.append(f"the poisoned notice: {bad.state} {bad.attempts} {bad.next_attempt_at}")
+    if _leaks(bad.last_error) or bad.last_error.split("error id ")[1].split()[0] not in caplog.text:
+        misses.append(f"its recorded reason: {bad.last_error}")
+    if rows[held[1].pk].state != "held":
+        misses.append("the poisoned held notice moved")
+    # The poison gone, the notice goes out on its retry.
+    monkeypatch.setattr(notifications, "hold_reason", real_hold)
+    notifications.deliver_due(now=timezone.now() + timedelta(hours=1))
+    if Notification.objects.get(pk=bad.pk).state != "delivered":
+        misses.append("the notice was not delivered on its retry")
+    scorecard(16, "poisoned rows: notice delivery and release", cases=6, bypasses=len(misses), misses=misses)
+    assert misses == []
+
+
+# =====================================================================================================
+# Non-finite numbers
+# =====================================================================================================
+def _raw_call(name: str, arguments_json: str, extra: str = "") -> bytes:
+    head = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + name + '","arguments":'
+    return (head + arguments_json + extra + "}}").encode()
+
+
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1E999"]
+# Where a non-finite number hides in a body: (tool, arguments JSON with {} for the number, extra).
+PLACES = [
+    (
+        "operator_update_world_model",
+        '{"changes":[{"op":"add","kind":"note","key":"k","value":"v","confidence":{}}]}',
+        "",
+    ),
+    ("operator_record_observation", '{"kind":"world","summary":"s","data":{"x":[1,{}]}}', ""),
+    ("operator_record_observation", '{"kind":"world","summary":"s","tainted":{}}', ""),
+    ("operator_record_instruction", '{"text":"t","actor":{}}', ""),
+    ("operator_state", '{"limit":{}}', ""),
+    ("operator_list_directives", "{}", ',"_meta":{"progressToken":{}}'),
+]
+
+
+async def test_non_finite_numbers_in_a_body_are_a_parse_error(principals, scorecard, no_rate_limit) -> None:
+    owner = principals["owner"]
+    cases = misses = 0
+    found: list[str] = []
+    async with asgi_http(owner.token) as http:
+        for number in NON_FINITE:
+            bodies = [
+                _raw_call(t, a.replace("{}", number) if a != "{}" else a, e.replace("{}", number))
+                for t, a, e in PLACES
+            ]
+            bodies.append(('{"jsonrpc":"2.0","id":' + number + ',"method":"tools/list"}').encode())
+            for body in bodies:
+                cases += 1
+                response = await post(http, body)
+                message = message_of(response) or {}
+                if (
+                    response.status_code != 400
+                    or message.get("error", {}).get("code") != -32700
+                    or not no_traceback(response.text)
+                ):
+                    found.append(f"{body[:120]!r}: HTTP {response.status_code} {response.text[:200]}")
+    rows = await orm(lambda: (AuditEvent.objects.count(), Observation.objects.count()))
+    if rows != (0, 0):
+        found.append(f"rows written: audit {rows[0]}, observations {rows[1]}")
+    misses = len(found)
+    scorecard(
+        16,
+        "non-finite numbers in the body → -32700, nothing written",
+        cases=cases,
+        bypasses=misses,
+        misses=found,
+    )
+    assert found == []
+
+
+# Non-finite numbers that do not come as JSON numbers: as text in a number field, or in JSON sent
+# inside a string (the SDK unwraps it): invalid_arguments, each with its audit row.
+TEXT_NUMBERS: list[tuple[str, dict[str, Any], str]] = [
+    *(("operator_update_world_model", {"changes": [{"op": "add", "kind": "note", "key": "k", "value": "v", "confidence": t}]}, "changes") for t in ("NaN", "Infinity", "-Infinity", "1e400", "nan", "inf")),
+    ("operator_record_observation", {"kind": "world", "summary": "s", "data": "[NaN]"}, "data"),
+    ("operator_record_observation", {"kind": "world", "summary": "s", "data": '{"x": Infinity}'}, "data"),
+    ("operator_record_observation", {"kind": "world", "summary": "s", "tainted": "[-Infinity]"}, "tainted"),
+    ("operator_update_world_model", {"changes": '[{"op":"add","kind":"note","key":"k","value":"v","confidence":NaN}]'}, "changes"),
+    ("operator_reconcile_goal_model", {"changes": '[{"entity":"project","op":"add","fields":{"title":"t","x":Infinity}}]'}, "changes"),
+    ("operator_record_instruction", {"text": "t", "actor": "[NaN]"}, "actor"),
+]  # fmt: skip
+
+
+async def _audited_refusals(
+    principals: Any, cases: list[tuple[str, dict[str, Any], str]], code: str = "invalid_arguments"
+) -> list[str]:
+    owner = principals["owner"]
+    found: list[str] = []
+    async with asgi_http(owner.token) as http:
+        for tool, arguments, field in cases:
+            before = await orm(AuditEvent.objects.count)
+            response = await post(http, tools_call(tool, arguments))
+            message = message_of(response)
+            if response.status_code != 200 or not message or "result" not in message:
+                found.append(f"{tool} {field}: HTTP {response.status_code} {response.text[:200]}")
+                continue
+            body, is_error = envelope_of(message)
+            if body.get("error") != code or not is_error:
+                found.append(
+                    f"{tool} {field}={json.dumps(arguments)[:80]}: {body.get('error')} {body.get('reason', '')[:150]}"
+                )
+            elif code == "invalid_arguments" and not any(
+                f["field"].split(".")[0] == field for f in body["fields"]
+            ):
+                found.append(f"{tool}: names {body['fields']}, not {field}")
+            if _leaks(response.text):
+                found.append(f"{tool}: database words in the answer: {_leaks(response.text)}")
+            audited = await orm(
+                lambda: list(AuditEvent.objects.order_by("-id").values_list("tool", "error_code")[:1])
+            )
+            if await orm(AuditEvent.objects.count) != before + 1 or audited[0] != (tool, code):
+                found.append(f"{tool} {field}: no audit row ({audited})")
+    return found
+
+
+async def test_non_finite_numbers_as_text_or_inside_json_text_are_refused_by_name(
+    principals, scorecard, no_rate_limit
+) -> None:
+    found = await _audited_refusals(principals, TEXT_NUMBERS)
+    scorecard(
+        16,
+        "non-finite numbers as text / JSON in a string → invalid_arguments, audited",
+        cases=len(TEXT_NUMBERS),
+        bypasses=len(found),
+        misses=found,
+    )
+    assert found == []
+
+
+# =====================================================================================================
+# Range at the door
+# =====================================================================================================
+def _integer_properties() -> list[tuple[str, str, dict[str, Any]]]:
+    """Every integer property of every tool (top level), with the tool's first example."""
+    out = []
+    for spec in registry.all_tools():
+        schema = spec.mcp_tool.input_schema
+        for prop, prop_schema in schema.get("properties", {}).items():
+            options = prop_schema.get("anyOf", [prop_schema])
+            if any(o.get("type") == "integer" for o in options):
+                out.append((spec.name, prop, dict(spec.examples[0])))
+    return out
+
+
+def _range_cases() -> list[tuple[str, dict[str, Any], str]]:
+    cases: list[tuple[str, dict[str, Any], str]] = []
+    for tool, prop, example in _integer_properties():
+        for value in (2**63, -(2**63) - 1, 10**30):
+            cases.append((tool, {**example, prop: value}, prop))
+    nested_ints = [
+        ("operator_record_action_intent", {"action": {"type": "spend", "title": "t", "amount_cents": 2**63}}, "action"),
+        ("operator_reconcile_goal_model", {"changes": [{"entity": "goal", "op": "add", "fields": {"title": "G", "importance": 2**64}}]}, "changes"),
+        ("operator_record_instruction", {"text": "t", "refs": [2**63]}, "refs"),
+        ("operator_record_observation", {"kind": "world", "summary": "s", "data": {"n": -(2**70)}}, "data"),
+    ]  # fmt: skip
+    cases += nested_ints
+    dues = [
+        "9999-12-31T23:30:00Z",  # the issue's value
+        "9999-12-31T23:59:59+00:00",
+        "9999-12-31T10:00:00-14:00",
+        "9999-12-31T00:00:00Z",
+        "9999-12-31T23:00",  # no offset: in the operator's zone
+        "0001-01-01T00:00:00Z",
+        "0001-01-01T05:00:00+14:00",
+        "0001-01-01",
+        "0001-01-01T10:00",
+    ]
+    cases += [
+        (
+            "operator_record_action_intent",
+            {"action": {"type": "note", "title": f"due {d}", "due": d}},
+            "action",
+        )
+        for d in dues
+    ]
+    for tool in ("operator_context_packet", "operator_tick"):
+        extra = {"mode": "status"} if tool == "operator_tick" else {}
+        cases += [(tool, {**extra, "date": d}, "date") for d in ("0001-01-01", "9999-12-31")]
+    long = "k" * 20_001
+    cases += [
+        ("operator_update_task", {"key": long, "patch": {"title": "t"}}, "key"),
+        (
+            "operator_log_decision",
+            {"title": "t", "decision": "d", "rationale": "r", "alternatives": [long]},
+            "alternatives",
+        ),
+        ("operator_record_instruction", {"text": "t", "refs": [long]}, "refs"),
+    ]
+    # Unstorable text that only appears once JSON sent inside a string is unwrapped.
+    cases += [
+        (
+            "operator_update_world_model",
+            {"changes": '[{"op":"add","kind":"note","key":"k","value":"a\\u0000b"}]'},
+            "changes",
+        ),
+        (
+            "operator_update_world_model",
+            {"changes": '[{"op":"add","kind":"note","key":"k","value":"a\\ud800b"}]'},
+            "changes",
+        ),
+        ("operator_record_observation", {"kind": "world", "summary": "s", "data": '{"x":"\\udfff"}'}, "data"),
+        ("operator_record_observation", {"kind": "world", "summary": "s", "data": '{"a\\u0000":1}'}, "data"),
+        ("operator_record_instruction", {"text": "t", "actor": '{"name":"\\u0000"}'}, "actor"),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("zone_name", [EAST, WEST, "UTC"])
+async def test_values_out_of_range_are_refused_by_name_and_audited(
+    principals, scorecard, no_rate_limit, settings, zone_name: str
+) -> None:
+    settings.OPERATOR_TIME_ZONE = settings.TIME_ZONE = zone_name
+    cases = _range_cases()
+    found = await _audited_refusals(principals, cases)
+    scorecard(
+        16,
+        f"range at the door ({zone_name}): integers, date-times, dates, text → invalid_arguments, audited",
+        cases=len(cases),
+        bypasses=len(found),
+        misses=found,
+    )
+    assert found == []
+
+
+@pytest.mark.parametrize("zone_name", [EAST, WEST])
+async def test_in_range_extremes_are_accepted_and_render_everywhere(
+    principals, scorecard, settings, zone_name: str
+) -> None:
+    """The control: the door is not too tight — the last and first instants it accepts are
+    recorded, and the worker and the pages that show them in the operator's zone work."""
+    settings.OPERATOR_TIME_ZONE = settings.TIME_ZONE = zone_name
+    owner = principals["owner"]
+    found = []
+    async with asgi_http(owner.token) as http:
+        for due in ("9999-12-30T23:59:59Z", "0001-01-02T00:00:00Z", "9999-12-30T00:00"):
+            response = await post(
+                http,
+                tools_call(
+                    "operator_record_action_intent",
+                    {"action": {"type": "note", "title": f"edge {due}", "due": due}},
+                ),
+            )
+            body, is_error = envelope_of(message_of(response))
+            if is_error or body.get("status") != "queued":
+                found.append(f"{due}: {body}")
+    rows = await orm(
+        lambda: list(Intent.objects.filter(title__startswith="edge").values_list("pk", flat=True))
+    )
+
+    def pages() -> list[str]:
+        client = Client()
+        client.force_login(owner.principal.user)
+        bad = []
+        for pk in rows:
+            intent = Intent.objects.get(pk=pk)
+            executor._as_markdown(intent)
+            services.describe_intent(intent)
+            for url in (f"/admin/intents/intent/{pk}/change/", f"/admin/intents/intent/{pk}/decide/"):
+                if client.get(url).status_code != 200:
+                    bad.append(url)
+        return bad
+
+    found += await orm(pages)
+    scorecard(
+        16,
+        f"range at the door ({zone_name}): the extremes it accepts work everywhere",
+        cases=3,
+        bypasses=len(found),
+        misses=found,
+    )
+    assert found == [] and len(rows) == 3
+
+
+# =====================================================================================================
+# Unexpected failures: internal_error with an id, never database text, always audited
+# =====================================================================================================
+FAILURES = [
+    (RuntimeError, "boom: SELECT * FROM operator_site_principal", "internal_error"),
+    (KeyError, "INSERT INTO x VALUES ('secret')", "internal_error"),
+    (IntegrityError, 'duplicate key value violates unique constraint "secret_idx"', "internal_error"),
+    (DataError, "value too long for type character varying(64): 'secret'", "invalid_value"),
+    (OperationalError, "server closed the connection unexpectedly (SELECT 1)", "database_unavailable"),
+    (UnicodeEncodeError, None, "internal_error"),
+    (OverflowError, "date value out of range", "internal_error"),
+]
+
+
+async def test_a_tool_that_raises_answers_by_id_and_is_audited(
+    principals, scorecard, monkeypatch, caplog
+) -> None:
+    owner = principals["owner"]
+    spec = registry.get("operator_list_directives")
+    found = []
+    caplog.set_level(logging.ERROR, logger="operator.face")
+    async with asgi_http(owner.token) as http:
+        for kind, text, code in FAILURES:
+
+            def fn(call: Any, args: Any, kind: Any = kind, text: Any = text) -> Any:
+                if kind is UnicodeEncodeError:
+                    raise UnicodeEncodeError("utf-8", "\ud800 SELECT secret", 0, 1, "surrogates not allowed")
+                raise kind(text)
+
+            monkeypatch.setitem(registry._REGISTRY, spec.name, dataclasses.replace(spec, fn=fn))
+            before = await orm(AuditEvent.objects.count)
+            response = await post(http, tools_call("operator_list_directives", {}))
+            message = message_of(response)
+            if response.status_code != 200 or not message or "result" not in message:
+                found.append(f"{kind.__name__}: HTTP {response.status_code} {response.text[:200]}")
+                continue
+            body, is_error = envelope_of(message)
+            if body.get("error") != code or not is_error:
+                found.append(f"{kind.__name__}: {body}")
+            if _leaks(response.text) or "secret" in response.text:
+                found.append(f"{kind.__name__}: leaks {response.text[:300]}")
+            if code == "internal_error" and body.get("error_id") not in caplog.text:
+                found.append(f"{kind.__name__}: error id {body.get('error_id')} not in the log")
+            if code == "database_unavailable" and body.get("retry") is not True:
+                found.append(f"{kind.__name__}: not retryable")
+            if code != "database_unavailable" and body.get("retry"):
+                found.append(f"{kind.__name__}: invites a retry of a call that will fail the same way")
+            last = await orm(
+                lambda: list(AuditEvent.objects.order_by("-id").values_list("tool", "error_code")[:1])
+            )
+            if await orm(AuditEvent.objects.count) != before + 1 or last[0] != (
+                "operator_list_directives",
+                code,
+            ):
+                found.append(f"{kind.__name__}: audit {last}")
+    scorecard(
+        16,
+        "unexpected failures → internal_error by id, no database text, audited",
+        cases=len(FAILURES),
+        bypasses=len(found),
+        misses=found,
+    )
+    assert found == []
+
+
+async def test_every_call_that_reaches_dispatch_is_audited_whatever_it_carries(
+    principals, scorecard, no_rate_limit
+) -> None:
+    """Calls whose audit row itself used to be unstorable (a NUL in the claimed actor or in an
+    unknown tool's name: PostgreSQL refuses it) or too big: refused, and audited all the same."""
+    owner = principals["owner"]
+    calls = [
+        ("operator_record_instruction", {"text": "t", "actor": "a\x00b"}, "invalid_arguments"),
+        ("operator_record_instruction", {"text": "t", "actor": {"k\x00": 1}}, "invalid_arguments"),
+        ("operator_list_directives", {"actor": "x"}, "invalid_arguments"),
+        ("operator_record_instruction", {"text": "t", "actor": "a" * 600_000}, ""),
+        ("operator_\x00nul", {"actor": "a\x00"}, "unknown_tool"),
+        ("operator_" + "x" * 5000, {}, "unknown_tool"),
+    ]
+    found = []
+    async with asgi_http(owner.token) as http:
+        for tool, arguments, code in calls:
+            before = await orm(AuditEvent.objects.count)
+            response = await post(http, tools_call(tool, arguments))
+            if response.status_code != 200 or not no_traceback(response.text) or _leaks(response.text):
+                found.append(f"{tool[:30]!r}: HTTP {response.status_code} {response.text[:200]}")
+            last = await orm(
+                lambda: list(AuditEvent.objects.order_by("-id").values_list("error_code", flat=True)[:1])
+            )
+            if await orm(AuditEvent.objects.count) != before + 1 or last != [code]:
+                found.append(
+                    f"{tool[:30]!r}: audit rows {before} -> {await orm(AuditEvent.objects.count)}, {last}"
+                )
+    scorecard(
+        16,
+        "every call that reaches dispatch is audited, whatever it carries",
+        cases=len(calls),
+        bypasses=len(found),
+        misses=found,
+    )
+    assert found == []
