@@ -82,8 +82,11 @@ SESSION_COOKIE_SECURE = config.bool(
 OPERATOR_TOKEN = config.secret(
     "OPERATOR_TOKEN",
     "",
-    "The bearer token of the built-in human principal `owner`. When set, it is the owner's token (the "
-    "first request presenting it, or `serve`, adopts it); changing it rotates the token.",
+    "Sets the bearer token of the built-in human principal `owner`, once: it becomes the owner's token "
+    "only while the owner has none (the first request presenting it, or `serve`, adopts it). Changing "
+    "it later changes nothing, and a rotated token never authenticates again whatever this says; rotate "
+    "with `python3 manage.py operator_token create owner --rotate` (`serve` warns when this holds a "
+    "token that is no longer the owner's).",
 )
 OPERATOR_OWNER_USERNAME = config.str(
     "OPERATOR_OWNER_USERNAME", "owner", "The admin username `serve` creates for the owner on first run."

@@ -326,7 +326,7 @@ def test_tick_command_one_step_after_the_tick_raising_leaves_the_other_done(
     else:
         monkeypatch.setattr(observe_module, "observe_step", boom)
     with pytest.raises(CommandError) as raised:
-        call_command("operator_tick", "morning", "--observe")
+        call_command("operator_tick", "morning", "--observe", "--json")
     answer = json.loads(capsys.readouterr().out)
     misses = []
     if raised.value.returncode != 1 or answer["run"]["status"] != "error":

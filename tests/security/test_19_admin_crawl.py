@@ -29,6 +29,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, reverse
 from django.utils import timezone
+from pydantic import ValidationError
 
 from goals.models import Goal, Priority
 from intents import approval
@@ -61,12 +62,53 @@ def cut(text: str, limit: int) -> str:
 
 
 # --- filling the database ------------------------------------------------------------------------------
+def stored_past_the_door(name: str, arguments: dict[str, Any], who: Any) -> dict[str, Any]:
+    """The same write through the service the tool calls, without the tool's argument checks (a row
+    as it could be stored before the door refused hidden characters in identifiers)."""
+    from beliefs import services as beliefs_services
+    from goals import goal_model
+    from goals import services as goals_services
+    from intents import services as intents_services
+
+    with transaction.atomic():
+        if name == "operator_update_world_model":
+            return beliefs_services.update_world_model(principal=who, changes=arguments["changes"])
+        if name == "operator_reconcile_goal_model":
+            return goal_model.reconcile_goal_model(principal=who, changes=arguments["changes"])
+        if name == "operator_update_task":
+            goals_services.update_task(principal=who, key=arguments["key"], patch=arguments["patch"])
+            return {"ok": True}
+        if name == "operator_set_directive":
+            intents_services.set_directive(
+                principal=who,
+                kind=arguments["kind"],
+                topic=arguments.get("topic"),
+                minutes=arguments["minutes"],
+                reason=arguments.get("reason"),
+            )
+            return {"ok": True}
+        if name == "operator_record_action_intent":
+            action = dict(arguments["action"])
+            if isinstance(action.get("due"), str):
+                action["due"] = datetime.fromisoformat(action["due"].replace("Z", "+00:00"))
+            intents_services.record_intent(principal=who, action=intents_services.ActionInput(**action))
+            return {"ok": True}
+    raise AssertionError(f"no service path for {name}")
+
+
 def fill(principals: dict[str, Any]) -> None:
     agent, person = principals["full_agent"].principal, principals["owner"].principal
     user = person.user
 
     def tool(name: str, arguments: dict[str, Any], who: Any = agent) -> dict[str, Any]:
-        return run_tool(who, name, arguments)
+        try:
+            return run_tool(who, name, arguments)
+        except ValidationError as exc:
+            if "identifiers may not hold" not in str(exc):
+                raise
+        # An identifier with hidden characters is refused at the door now; rows written before that
+        # rule existed still hold them, and every page must show them: store it past the door.
+        return stored_past_the_door(name, arguments, who)
 
     for n, h in enumerate(HOSTILE):
         tool("operator_record_instruction", {"text": h, "channel": cut(h, 40)}, person)
