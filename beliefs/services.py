@@ -38,7 +38,7 @@ from beliefs.models import (
     stakes_of,
 )
 from beliefs.wording import key_words
-from operator_site.compiled_sql import create_row, row_where
+from operator_site.sql import create_row, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,

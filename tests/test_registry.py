@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from intents.models import Directive
-from operator_site.compiled_sql import insert_unless_conflict
+from operator_site.sql import insert_unless_conflict
 from operator_site.face import registry
 from operator_site.face.dispatch import ToolCall, _run_in_transaction
 from operator_site.face.envelope import VersionConflict
