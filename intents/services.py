@@ -19,7 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,11 +34,11 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.sql import create_row, directives_in_force, insert_unless_conflict
 from operator_site.errors import log_failure
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
+from operator_site.sql import create_row, directives_in_force, insert_unless_conflict
 
 logger = logging.getLogger("operator.intents")
 
