@@ -132,6 +132,43 @@ class ToolSpec:
 
 _REGISTRY: dict[str, ToolSpec] = {}
 
+# What pydantic writes into every schema that tells a model nothing: a `title` derived from each
+# property's name, and `default: null` on optional properties (not being required says it).
+_NOISE = ("title",)
+
+
+def compact_schema(schema: Any) -> Any:
+    """The argument model's JSON Schema without pydantic's boilerplate, meaning unchanged: no
+    per-property (or per-model) `title`, no `default: null`, and an optional value written as
+    `type: [T, "null"]` (with `null` in its `enum`) instead of `anyOf: [{…T…}, {type: null}]`.
+    Descriptions, constraints, `$defs` (each shared definition once per tool), `required`,
+    `additionalProperties` and discriminated unions stay as they are. Agents read every tool's
+    schema in their context on every session: this halves `tools/list`."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "properties" or key == "$defs":
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif key in _NOISE and isinstance(value, str):
+            continue
+        elif key == "default" and value is None:
+            continue
+        else:
+            out[key] = compact_schema(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        (other,) = [option for option in options if option != {"type": "null"}]
+        kind = other.get("type")
+        if isinstance(kind, str) and "$ref" not in other:
+            merged = {**{k: v for k, v in out.items() if k != "anyOf"}, **other, "type": [kind, "null"]}
+            if "enum" in merged:
+                merged["enum"] = [*merged["enum"], None]
+            return merged
+    return out
+
 
 def tool(
     name: str,
@@ -158,9 +195,10 @@ def tool(
         if name in _REGISTRY:
             raise ValueError(f"tool {name} is declared twice")
         description = " ".join((fn.__doc__ or "").split())
+        # The tool's title is said once (on the tool, not again in its annotations), and a hint
+        # equal to the protocol's default is not repeated (readOnlyHint defaults to false).
         annotations = ToolAnnotations(
-            title=title,
-            read_only_hint=tool_class is ToolClass.READ,
+            read_only_hint=True if tool_class is ToolClass.READ else None,
             # Nothing here acts outside the operator: even the intent path only records.
             destructive_hint=False,
             open_world_hint=False,
@@ -169,7 +207,9 @@ def tool(
             name=name,
             title=title,
             description=description,
-            input_schema={**args.model_json_schema(by_alias=True), "examples": examples},
+            # One example is published (the first; agents see the shape of a call); every example
+            # is validated above and exercised by the registry tests.
+            input_schema={**compact_schema(args.model_json_schema(by_alias=True)), "examples": examples[:1]},
             annotations=annotations,
             _meta={"io.operator/class": str(tool_class)},
         )
