@@ -245,7 +245,10 @@ def insert_async_commit(instance: M) -> M:
     sql, fields = _insert(model, conn.vendor, ())
     params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
     conn.ensure_connection()
-    with conn.wrap_database_errors, psycopg.ClientCursor(conn.connection) as cursor:
+    raw = psycopg.ClientCursor(conn.connection)
+    # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
+    cursor = conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
+    with cursor:
         batch = f"BEGIN; SET LOCAL synchronous_commit TO OFF; {sql}; COMMIT"
         try:
             cursor.execute(batch, params)
@@ -254,9 +257,9 @@ def insert_async_commit(instance: M) -> M:
                 conn.connection.rollback()
             raise
         if model._meta.pk.db_returning:
-            cursor.nextset()  # past SET LOCAL's empty result to the insert's
-            cursor.nextset()
-            setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
+            raw.nextset()  # past SET LOCAL's empty result to the insert's
+            raw.nextset()
+            setattr(instance, model._meta.pk.attname, raw.fetchone()[0])
     instance._state.adding = False
     instance._state.db = conn.alias
     return instance
