@@ -150,13 +150,9 @@ def compact_schema(schema: Any) -> Any:
         return schema
     out = {}
     for key, value in schema.items():
-        if key == "properties" or key == "$defs":
+        if key in ("properties", "$defs"):
             out[key] = {name: compact_schema(sub) for name, sub in value.items()}
-        elif key in _NOISE and isinstance(value, str):
-            continue
-        elif key == "default" and value is None:
-            continue
-        else:
+        elif not ((key in _NOISE and isinstance(value, str)) or (key == "default" and value is None)):
             out[key] = compact_schema(value)
     options = out.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
