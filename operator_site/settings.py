@@ -619,5 +619,9 @@ LOGGING = {
         # At DEBUG it logs every SSE chunk, i.e. every answer in full (run tokens, the person's data).
         "sse_starlette": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
+        # The pool logs each failed connection attempt of its background workers; a database that
+        # cannot be reached surfaces as the caller's error (one line at start-up, a retryable
+        # answer on a call), not as a warning per retry.
+        "psycopg.pool": {"level": "ERROR"},
     },
 }

@@ -413,6 +413,18 @@ def directives_in_force(now: datetime) -> list[Directive]:
     )
 
 
+def probe() -> None:
+    """Connect once, to say at start-up whether the database can be reached. A pooled PostgreSQL
+    connection is opened directly, outside the pool (the pool would retry in the background for
+    its whole timeout, logging each try)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor == "postgresql" and conn.settings_dict["OPTIONS"].get("pool"):
+        with conn.wrap_database_errors:
+            conn.Database.connect(**conn.get_connection_params()).close()
+        return
+    conn.ensure_connection()
+
+
 def ping() -> None:
     """One round trip to the database (raises when it cannot be reached)."""
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:

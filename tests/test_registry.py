@@ -42,8 +42,7 @@ def test_registry_holds_only_seed_tools_in_seed_order() -> None:
 def test_annotations_follow_the_tool_class() -> None:
     for spec in registry.all_tools():
         annotations = spec.mcp_tool.annotations
-        # readOnlyHint defaults to false in MCP: said only for reads.
-        assert annotations.read_only_hint is (True if spec.tool_class is registry.ToolClass.READ else None)
+        assert annotations.read_only_hint is (spec.tool_class is registry.ToolClass.READ), spec.name
         assert annotations.destructive_hint is False, spec.name
         assert spec.description, f"{spec.name} has no description a model can act on"
         assert spec.mcp_tool.input_schema["type"] == "object"

@@ -191,10 +191,9 @@ def tool(
         if name in _REGISTRY:
             raise ValueError(f"tool {name} is declared twice")
         description = " ".join((fn.__doc__ or "").split())
-        # The tool's title is said once (on the tool, not again in its annotations), and a hint
-        # equal to the protocol's default is not repeated (readOnlyHint defaults to false).
+        # The tool's title is said once (on the tool, not again in its annotations).
         annotations = ToolAnnotations(
-            read_only_hint=True if tool_class is ToolClass.READ else None,
+            read_only_hint=tool_class is ToolClass.READ,
             # Nothing here acts outside the operator: even the intent path only records.
             destructive_hint=False,
             open_world_hint=False,
