@@ -199,3 +199,17 @@ async def test_tools_list_for_a_full_access_principal_stays_small(owner) -> None
     # Issue 19's target is 24 KB; this pins what the compaction reached (docs/performance.md): the
     # rest is the tools' own words (descriptions), which stay complete.
     assert len(response.content) <= 39_500, len(response.content)
+
+
+def test_arguments_sent_as_json_inside_a_string_are_read_as_json() -> None:
+    spec = registry.get("operator_update_world_model")
+    change = {"op": "add", "kind": "note", "key": "k", "value": "v"}
+    reader = spec.fn_metadata
+    assert reader.pre_parse_json({"changes": json.dumps([change])}) == {"changes": [change]}
+    # A plain string, a number written as text, and text that is not JSON stay as they are.
+    assert reader.pre_parse_json({"changes": "7", "actor": "[1]"})["changes"] == "7"
+    assert reader.pre_parse_json({"changes": "[not json"}) == {"changes": "[not json"}
+    assert reader.pre_parse_json({"unknown": "[1]"}) == {"unknown": "[1]"}
+    # A field that is text keeps the JSON it was given as text.
+    note = registry.get("operator_record_progress")
+    assert note.fn_metadata.pre_parse_json({"summary": "[1, 2]"}) == {"summary": "[1, 2]"}
