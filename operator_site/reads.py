@@ -129,6 +129,13 @@ def check_date(day: date | None, now: datetime | None = None) -> date:
 def clip(value: Any, limit: int = TEXT_CLIP) -> Any:
     """`value` with every string longer than `limit` cut (ending in '…') and every list cut to
     LIST_CLIP items (ending in a note of how many were cut). Keys are kept as they are."""
+    kind = type(value)  # the plain types first: the packet clips a few thousand values per call
+    if kind is str:
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    if kind is dict:
+        return {k: clip(v, limit) for k, v in value.items()}
+    if kind in (int, float, bool) or value is None:
+        return value
     if isinstance(value, str):
         return value if len(value) <= limit else value[: limit - 1] + "…"
     if isinstance(value, Mapping):

@@ -16,6 +16,7 @@ psycopg are used.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections import OrderedDict
@@ -596,6 +597,10 @@ class _ListPlan:
     related: tuple[tuple[str, type[models.Model], tuple[str, ...]], ...]
     annotations: tuple[str, ...]
     convert: tuple[Callable[[Any], Any] | None, ...]
+    # Whether the list's parameters are exactly those of the plain queryset (true when every added
+    # column is a plain reference): then a later call whose plain SQL is the same reuses this plan
+    # with that call's parameters, and only the plain queryset is compiled.
+    same_params: bool = False
 
 
 def _to_datetime_pg(value: str) -> datetime:
@@ -642,6 +647,7 @@ def _list_plan(conn: Any, queryset: QuerySet[Any]) -> _ListPlan:
     values = queryset.values(**{alias: models.F(path) for alias, path in zip(aliases, paths, strict=True)})
     fields = [values.query.annotations[alias].output_field for alias in aliases]
     sql, params = values.query.get_compiler(connection=conn).as_sql()
+    _, plain_params = queryset.query.get_compiler(connection=conn).as_sql()
     if conn.vendor == "postgresql":
         cells = ", ".join(f"s.{alias}" for alias in aliases)
         if len(aliases) > 100:  # json_build_array takes at most 100 arguments
@@ -662,12 +668,21 @@ def _list_plan(conn: Any, queryset: QuerySet[Any]) -> _ListPlan:
         related=tuple(related),
         annotations=annotations,
         convert=tuple(_json_converter(field, conn.vendor) for field in fields),
+        same_params=tuple(plain_params) == tuple(params),
     )
 
 
 def _list_plan_of(conn: Any, rows: Rows) -> _ListPlan:
     if not rows.fixed:
-        return _list_plan(conn, rows.build(*rows.args))
+        # Only the plain queryset is compiled per call (selecting every column by name costs several
+        # times more); its SQL text picks the plan, so a different shape (another number of ids)
+        # gets its own.
+        queryset = rows.build(*rows.args)
+        plain_sql, plain_params = queryset.query.get_compiler(connection=conn).as_sql()
+        plan = memo(("read_many", "shape", plain_sql), lambda c: _list_plan(c, queryset))
+        if not plan.same_params:
+            return _list_plan(conn, queryset)
+        return dataclasses.replace(plan, params=tuple(plain_params))
     if getattr(rows.build, "__closure__", None) or not hasattr(rows.build, "__code__"):
         raise TypeError(f"{rows.build!r}: a builder is a plain function of its arguments (no closure)")
     return memo(("read_many", rows.build, rows.args), lambda c: _list_plan(c, rows.build(*rows.args)))

@@ -333,3 +333,24 @@ def test_only_the_seam_executes_sql_text() -> None:
             if re.search(needle, text):
                 found.append(f"{path.relative_to(ROOT)}: {needle}")
     assert found == []
+
+
+def test_a_list_compiled_per_call_reuses_its_plan_with_this_calls_values(agent) -> None:
+    now = timezone.now()
+    soon = Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=1), set_by=agent.principal)
+    later = Directive.objects.create(
+        kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal
+    )
+    rows = [
+        sql.read_many({"d": Rows(reads._directives_in_force, (at,), fixed=False)})[0]["d"]
+        for at in (now, now + timedelta(hours=2), now + timedelta(hours=4))
+    ]
+    assert [[d.pk for d in found] for found in rows] == [[soon.pk, later.pk], [later.pk], []]
+    # Another number of ids is another shape, with its own plan; each answers its own ids.
+    one = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk,),), fixed=False)})[0]["t"]
+    two = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk, later.pk),), fixed=False)})[0]["t"]
+    assert [d.pk for d in one] == [soon.pk] and [d.pk for d in two] == [soon.pk, later.pk]
+
+
+def _directives_by_id(ids: tuple[int, ...]) -> Any:
+    return Directive.objects.filter(id__in=list(ids)).order_by("id")
