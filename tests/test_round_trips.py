@@ -121,3 +121,22 @@ def test_the_packet_over_a_full_operator_is_still_three_statements(agent, owner)
     some_of_everything(agent.principal, owner.principal)
     sql = tool_statements(agent.principal, "operator_context_packet", {})
     assert len(sql) == 3, "\n".join(sql)
+
+
+@pytest.mark.anyio
+async def test_inline_units_of_work_reuse_the_loop_threads_one_connection(agent) -> None:
+    """SQLite runs each unit of work on the event-loop thread: every request there uses the loop
+    thread's one persistent connection (Django would otherwise open one per request's context)."""
+    from operator_site.face import db as face_db
+    from tests.fixtures import asgi_http, call
+
+    if not face_db.runs_inline():
+        pytest.skip("units of work run inline only on SQLite (by default)")
+    seen = set()
+    async with asgi_http(agent.token) as http:
+        for _ in range(3):
+            assert (await call(http, "operator_list_directives", {}))["ok"] is True
+            raw = face_db._loop.connection.connection
+            assert raw is not None
+            seen.add(id(raw))
+    assert len(seen) == 1
