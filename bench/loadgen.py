@@ -99,7 +99,12 @@ async def run_load(
     warmup_s: float = 1.0,
     max_requests: int | None = None,
     check: Callable[[int, bytes], str | None] = default_check,
+    on_measure: Callable[[], None] | None = None,
+    on_measured: Callable[[], None] | None = None,
 ) -> Result:
+    """A closed loop of `concurrency` keep-alive connections for `seconds` after `warmup_s`.
+    `on_measure` / `on_measured` run right before and right after the measured phase (the
+    benchmark reads the servers' CPU time there)."""
     parts = urlsplit(url)
     host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
     base = {
@@ -145,9 +150,13 @@ async def run_load(
 
     if warmup_s > 0:
         await phase(warmup_s, record=False)
+    if on_measure is not None:
+        on_measure()
     started = time.perf_counter()
     outcomes = await phase(seconds, record=True)
     result.seconds = time.perf_counter() - started
+    if on_measured is not None:
+        on_measured()
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             result.errors += 1

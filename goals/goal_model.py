@@ -36,7 +36,7 @@ the candidates, before anything is written.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,7 +56,6 @@ from beliefs.evidence import (
     record_confirmation_use,
 )
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
-from operator_site.compiled_sql import frozen_rows
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,
@@ -1294,22 +1293,31 @@ def ranked_goals(*, statuses: Sequence[str] | None = ("active",), limit: int = 5
     None gives every ranked goal (active, paused, under review). Removed goals are never ranked.
     Each: id, title, detail, status, importance, source, version, evidence."""
 
-    def build() -> QuerySet[Goal]:
-        rows = Goal.objects.filter(importance__isnull=False).order_by("importance")
-        if statuses is not None:
-            rows = rows.filter(status__in=list(statuses))
-        return rows[: max(0, limit)]
+    return ranked_goal_dicts(ranked_goals_query(None if statuses is None else tuple(statuses), limit))
 
-    key = ("ranked_goals", None if statuses is None else tuple(statuses), limit)
-    return [goal_dict({**image_of(GOAL, g), "importance": g.importance}) for g in frozen_rows(key, build)]
+
+def ranked_goals_query(statuses: tuple[str, ...] | None = ("active",), limit: int = 50) -> QuerySet[Goal]:
+    """The rows of `ranked_goals` (also read by the orientation packet in its one statement)."""
+    rows = Goal.objects.filter(importance__isnull=False).order_by("importance")
+    if statuses is not None:
+        rows = rows.filter(status__in=list(statuses))
+    return rows[: max(0, limit)]
+
+
+def ranked_goal_dicts(rows: Iterable[Goal]) -> list[dict[str, Any]]:
+    return [goal_dict({**image_of(GOAL, g), "importance": g.importance}) for g in rows]
 
 
 def ordered_priorities(*, limit: int = 50) -> list[dict[str, Any]]:
     """The person's active priorities in order (position 1 first): id, name, detail, position."""
-    rows = frozen_rows(
-        ("ordered_priorities", limit),
-        lambda: Priority.objects.filter(position__isnull=False).order_by("position")[: max(0, limit)],
-    )
+    return priority_dicts(ordered_priorities_query(limit))
+
+
+def ordered_priorities_query(limit: int = 50) -> QuerySet[Priority]:
+    return Priority.objects.filter(position__isnull=False).order_by("position")[: max(0, limit)]
+
+
+def priority_dicts(rows: Iterable[Priority]) -> list[dict[str, Any]]:
     return [{"id": p.pk, "name": p.name, "detail": p.detail or None, "position": p.position} for p in rows]
 
 
@@ -1319,16 +1327,20 @@ def project_list(
     """Projects (by default the active ones), each with its goal (id and title) if it has one,
     ordered by the importance of their goal (unlinked last), then title."""
 
-    def build() -> QuerySet[Project]:
-        rows = Project.objects.select_related("goal")
-        if statuses is not None:
-            rows = rows.filter(status__in=list(statuses))
-        if goal is not None:
-            rows = rows.filter(goal_id=goal)
-        return rows.order_by(F("goal__importance").asc(nulls_last=True), "title", "id")[: max(0, limit)]
+    query = project_list_query(None if statuses is None else tuple(statuses), goal, limit)
+    return [project_dict(p) for p in query]
 
-    key = ("project_list", None if statuses is None else tuple(statuses), goal, limit)
-    return [project_dict(p) for p in frozen_rows(key, build)]
+
+def project_list_query(
+    statuses: tuple[str, ...] | None = ("active",), goal: int | None = None, limit: int = 100
+) -> QuerySet[Project]:
+    """The rows of `project_list` (also read by the orientation packet in its one statement)."""
+    rows = Project.objects.select_related("goal")
+    if statuses is not None:
+        rows = rows.filter(status__in=list(statuses))
+    if goal is not None:
+        rows = rows.filter(goal_id=goal)
+    return rows.order_by(F("goal__importance").asc(nulls_last=True), "title", "id")[: max(0, limit)]
 
 
 def project_dict(project: Project) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from goals.models import DecisionLogEntry, Task
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.sql import advisory_xact_lock
 
 
 # --- the board -------------------------------------------------------------------------------------
@@ -205,9 +206,7 @@ def log_decision(
     cannot hold it past its transaction), on SQLite the IMMEDIATE write lock — so each append reads
     the true head. The unique `prev_hash` is the backstop: a fork cannot be stored at all.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOG_LOCK_KEY])
+    advisory_xact_lock(_LOG_LOCK_KEY)
     head = DecisionLogEntry.objects.order_by("-id").values_list("entry_hash", flat=True).first()
     prev = head or DecisionLogEntry.GENESIS
     fields = {

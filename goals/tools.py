@@ -23,13 +23,15 @@ ACTOR_FIELD = Field(
 class TaskPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(None, min_length=1, max_length=300)
-    status: Literal["todo", "doing", "blocked", "done", "dropped"] | None = None
-    priority: Literal["low", "normal", "high", "urgent"] | None = None
-    owner: str | None = Field(None, max_length=100)
+    title: str | None = Field(None, min_length=1, max_length=300, description="What the task is.")
+    status: Literal["todo", "doing", "blocked", "done", "dropped"] | None = Field(
+        None, description="Its state."
+    )
+    priority: Literal["low", "normal", "high", "urgent"] | None = Field(None, description="How urgent.")
+    owner: str | None = Field(None, max_length=100, description="Who does it.")
     blocker: str | None = Field(None, max_length=4000, description="Required when status is blocked.")
-    detail: str | None = Field(None, max_length=20000)
-    lane: str | None = Field(None, max_length=60)
+    detail: str | None = Field(None, max_length=20000, description="Notes.")
+    lane: str | None = Field(None, max_length=60, description="The board lane it is shown in.")
 
 
 class UpdateTaskArgs(ToolArgs):
@@ -95,13 +97,13 @@ def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
 
 
 class LogDecisionArgs(ToolArgs):
-    title: str = Field(min_length=1, max_length=300)
+    title: str = Field(min_length=1, max_length=300, description="A short name for the decision.")
     decision: str = Field(min_length=1, max_length=20000, description="What was decided.")
     rationale: str = Field(min_length=1, max_length=20000, description="Why.")
     alternatives: list[str] = Field(
         default_factory=list, max_length=50, description="What else was considered."
     )
-    context: str | None = Field(None, max_length=20000)
+    context: str | None = Field(None, max_length=20000, description="What led to it (optional).")
     actor: Any = ACTOR_FIELD
 
 

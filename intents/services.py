@@ -19,7 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,11 +34,11 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.errors import log_failure
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
+from operator_site.sql import create_row, directives_in_force, insert_unless_conflict
 
 logger = logging.getLogger("operator.intents")
 
@@ -123,16 +123,7 @@ def active_directives(now: datetime | None = None) -> list[Directive]:
     Read on every list call and (later) on every delivery decision; as a raw query it costs a fifth
     of the ORM's compiled one. `Directive.objects.active()` is the same rule for other callers.
     """
-    table = Directive._meta.db_table
-    now = now or timezone.now()
-    field = Directive._meta.get_field("expires_at")
-    return list(
-        Directive.objects.raw(
-            f"SELECT * FROM {table} WHERE cleared_at IS NULL AND expires_at > %s "  # noqa: S608
-            "ORDER BY expires_at, id",
-            [field.get_db_prep_value(now, connection)],
-        )
-    )
+    return directives_in_force(now or timezone.now())
 
 
 def is_about(directive_topic: str, *texts: str) -> bool:

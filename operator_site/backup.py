@@ -44,13 +44,12 @@ from typing import Any
 from django.apps import apps
 from django.core import serializers
 from django.core.management import call_command
-from django.core.management.color import no_style
-from django.db import DEFAULT_DB_ALIAS, connection, models, transaction
+from django.db import connection, models, transaction
 from django.db.migrations.recorder import MigrationRecorder
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from operator_site import __version__
+from operator_site.sql import export_snapshot, insert_raw, reset_sequences
 
 FORMAT = "operator-export"
 FORMAT_VERSION = 1
@@ -129,24 +128,8 @@ def _rows(model: type[models.Model], with_token_digests: bool) -> Iterator[str]:
 @contextmanager
 def snapshot() -> Iterator[None]:
     """One consistent view of the whole database for the export, without blocking writers."""
-    if connection.in_atomic_block:
-        yield  # already inside a transaction (a test, a caller's): that is the snapshot
-        return
-    if connection.vendor == "postgresql":
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield
-        return
-    # SQLite: Django's transactions here are IMMEDIATE (they take the write lock); a DEFERRED read
-    # transaction holds a snapshot (WAL) and lets writers go on.
-    connection.ensure_connection()
-    with connection.cursor() as cursor:
-        cursor.execute("BEGIN DEFERRED")
-        try:
-            yield
-        finally:
-            cursor.execute("COMMIT")
+    with export_snapshot():  # the database seam (operator_site/sql.py)
+        yield
 
 
 def _file_list_checksum(files: list[dict[str, Any]]) -> str:
@@ -389,16 +372,6 @@ def _check_empty(models_: list[type[models.Model]]) -> None:
         )
 
 
-def _insert_raw(model: type[models.Model], objects: list[models.Model]) -> None:
-    """INSERT the rows exactly as exported (raw: no auto_now, no save() override, no signal)."""
-    fields = list(model._meta.local_concrete_fields)
-    size = connection.ops.bulk_batch_size(fields, objects) or len(objects) or 1
-    for start in range(0, len(objects), size):
-        query = InsertQuery(model)
-        query.insert_values(fields, objects[start : start + size], raw=True)
-        query.get_compiler(using=DEFAULT_DB_ALIAS).execute_sql(returning_fields=None)
-
-
 def import_archive(path: Path, *, migrate: bool = True) -> ImportReport:
     """Restore the archive into an empty database, verify it, or change nothing (BackupError)."""
     path = Path(path)
@@ -425,10 +398,7 @@ def import_archive(path: Path, *, migrate: bool = True) -> ImportReport:
             for entry in manifest["files"]:
                 model = known[entry["model"]]
                 report.rows[entry["model"]] = _load(archive, entry, model)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    for sql in connection.ops.sequence_reset_sql(no_style(), list(known.values())):
-                        cursor.execute(sql)
+            reset_sequences(list(known.values()))
             report.checks = verify()
             counted = {label: known[label]._base_manager.count() for label in report.rows}
             expected = {f["model"]: f["rows"] for f in manifest["files"]}
@@ -459,7 +429,7 @@ def _load(archive: zipfile.ZipFile, entry: dict[str, Any], model: type[models.Mo
         objects.append(item.object)
         if item.m2m_data:
             m2m.append(item)
-    _insert_raw(model, objects)
+    insert_raw(model, objects)
     for item in m2m:
         for accessor, values in item.m2m_data.items():
             getattr(item.object, accessor).set(values)

@@ -23,6 +23,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Min
 from django.utils import timezone
 
+from operator_site.sql import ping
+
 UNDELIVERED_STATES = ("pending", "sending")
 
 
@@ -84,8 +86,7 @@ def report(now: datetime | None = None) -> tuple[int, dict[str, Any]]:
 
     body: dict[str, Any] = {"version": __version__}
     try:
-        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute("SELECT 1")
+        ping()
         pending = migrations_pending()
         body["database"] = "ok"
         body["migrations"] = "applied" if pending == 0 else f"{pending} pending"

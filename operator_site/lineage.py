@@ -163,20 +163,19 @@ The admin side is `operator_site.lineage_admin`: ``LineageVersionAdmin`` (set ``
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from django.db import connection, models, transaction
+from django.db import models, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from operator_site.compiled_sql import insert_unless_conflict
 from operator_site.face.envelope import Refusal, VersionConflict
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
+from operator_site.sql import advisory_xact_lock, insert_unless_conflict, lock_key, max_value
 
 Image = dict[str, Any]
 
@@ -309,12 +308,6 @@ class Committed:
     changes: list[EntityChange]
 
 
-def _lock_key(table: str) -> int:
-    """A stable advisory-lock key (a positive bigint) per version table."""
-    digest = hashlib.sha256(f"operator.lineage:{table}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
 @dataclass(frozen=True)
 class Lineage:
     """One versioned model: its version table, its change table, and its live entities."""
@@ -326,13 +319,8 @@ class Lineage:
 
     # --- reading ------------------------------------------------------------------------------
     def current_version(self) -> int:
-        # Read at the start of every write; raw SQL skips the ORM's compilation of the aggregate.
-        quote = connection.ops.quote_name
-        table = quote(self.version_model._meta.db_table)
-        column = quote(self.version_model._meta.get_field("number").column)
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT MAX({column}) FROM {table}")  # noqa: S608 - identifiers from the model
-            return cursor.fetchone()[0] or 0
+        # Read at the start of every write (the seam skips the ORM's compilation of the aggregate).
+        return max_value(self.version_model, "number") or 0
 
     def get(self, number: int) -> VersionRecord:
         version = self.version_model.objects.filter(number=number).select_related("principal").first()
@@ -471,10 +459,7 @@ class Lineage:
         current version. SQLite needs nothing: its write transactions (BEGIN IMMEDIATE) already
         run one at a time.
         """
-        if connection.vendor != "postgresql":
-            return
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(self.version_model._meta.db_table)])
+        advisory_xact_lock(lock_key(f"operator.lineage:{self.version_model._meta.db_table}"))
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from operator_site.compiled_sql import insert_row
+from operator_site.sql import insert_async_commit, insert_row
 
 
 class AppendOnlyError(Exception):
@@ -126,11 +126,15 @@ class AuditEvent(AppendOnlyModel):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.principal_id} {self.tool} {self.outcome}"
 
     @classmethod
-    def append(cls, *, principal: int, **values: Any) -> None:
+    def append(cls, *, principal: int, durable: bool = True, **values: Any) -> None:
         """Insert one row (`principal` is the principal's id). This runs on every tools/call, so it
-        goes through the compiled-once insert (`operator_site/compiled_sql.py`): the row is what
+        goes through the compiled-once insert (`operator_site/sql.py`): the row is what
         `objects.create()` would write, without compiling the statement per call."""
-        insert_row(cls(principal_id=principal, **values))
+        row = cls(principal_id=principal, **values)
+        if durable:
+            insert_row(row)
+        else:  # a read's row: see sql.insert_async_commit
+            insert_async_commit(row)
 
 
 class Notification(models.Model):

@@ -67,11 +67,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from operator_site import outbound
-from operator_site.compiled_sql import create_row, insert_unless_conflict
 from operator_site.display import describe_char, header_text, hidden_chars, visible_text
 from operator_site.errors import log_failure, short_reason
 from operator_site.mail import prints_to_console
 from operator_site.models import Notification, NotificationBudget, Principal
+from operator_site.sql import create_row, insert_unless_conflict, take_budget_slot
 
 logger = logging.getLogger("operator.notifications")
 
@@ -262,14 +262,6 @@ def hour_of(now: datetime) -> int:
     return int(now.timestamp()) // 3600
 
 
-_BUDGET = NotificationBudget._meta.db_table
-_TAKE_SLOT = (
-    f"INSERT INTO {_BUDGET} (kind, hour, used) VALUES (%s, %s, 1) "  # noqa: S608
-    f"ON CONFLICT (kind, hour) DO UPDATE SET used = {_BUDGET}.used + 1 WHERE {_BUDGET}.used < %s "
-    f"RETURNING used"
-)
-
-
 def take_slot(kind: str, now: datetime, cap: int | None = None) -> bool:
     """Take one of the `cap` slots of `kind` in the clock hour of `now`; False when none is left.
 
@@ -277,12 +269,10 @@ def take_slot(kind: str, now: datetime, cap: int | None = None) -> bool:
     serialises writers), so concurrent deliverers never send more than the cap between them."""
     cap = settings.OPERATOR_NOTIFY_CAP_PER_HOUR if cap is None else cap
     hour = hour_of(now)
-    with connection.cursor() as cursor:
-        cursor.execute(_TAKE_SLOT, [kind[:48], hour, cap])
-        row = cursor.fetchone()
-    if row is not None and row[0] == 1:  # first notice of this kind this hour: forget old hours
+    used = take_budget_slot(kind[:48], hour, cap)
+    if used == 1:  # first notice of this kind this hour: forget old hours
         NotificationBudget.objects.filter(kind=kind[:48], hour__lt=hour - 48).delete()
-    return row is not None
+    return used is not None
 
 
 def _budget_of(notice: Notification) -> tuple[str, int] | None:

@@ -44,10 +44,28 @@ def explain(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, ImproperlyConfigured):
         return f"operator: configuration error: {exc}", EX_CONFIG
     if isinstance(exc, db_utils.OperationalError | db_utils.InterfaceError):
-        return f"operator: {database_problem(exc)}", EX_UNAVAILABLE
+        return f"operator: {database_problem(_cause(exc))}", EX_UNAVAILABLE
     if isinstance(exc, db_utils.ProgrammingError) and _unmigrated(str(exc)):
         return f"operator: {database_problem(exc)}", EX_UNAVAILABLE
     return None
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """What stopped the connection: a pool that timed out waiting for one says only that, so the
+    database is asked directly, outside the pool, for the reason (connection refused, ...)."""
+    import psycopg_pool
+
+    if not isinstance(exc.__cause__, psycopg_pool.PoolTimeout):
+        return exc
+    from django.db import utils as db_utils
+
+    from operator_site.sql import probe
+
+    try:
+        probe()
+    except (db_utils.OperationalError, db_utils.InterfaceError) as direct:
+        return direct
+    return exc
 
 
 def _unmigrated(message: str) -> bool:
@@ -108,11 +126,12 @@ def database_problem(exc: BaseException) -> str:
 
 def check_database() -> None:
     """Connect once; a database that cannot be reached raises StartupError with the line."""
-    from django.db import connection
     from django.db import utils as db_utils
 
+    from operator_site.sql import probe
+
     try:
-        connection.ensure_connection()
+        probe()
     except (db_utils.OperationalError, db_utils.InterfaceError) as exc:
         raise StartupError(database_problem(exc)) from None
 

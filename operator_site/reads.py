@@ -22,32 +22,38 @@ Nothing here calls the brain or any network service.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Lookup, Q, QuerySet, Value, When, Window
 from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
 from beliefs.models import HIGH_STAKES_KINDS, LOW_STAKES_KINDS, Belief, WorldModelVersion
 from beliefs.services import belief_dict, image_of
-from goals.goal_model import ordered_priorities, project_list, ranked_goals
+from goals.goal_model import (
+    ordered_priorities_query,
+    priority_dicts,
+    project_dict,
+    project_list_query,
+    ranked_goal_dicts,
+    ranked_goals_query,
+)
 from goals.models import DecisionLogEntry, Goal, GoalModelVersion, Priority, Project, Task
 from goals.services import task_dict
-from intents.models import OPEN_DECISION_STATUSES, Decision, Intent, IntentStatus
-from intents.services import active_directives, decision_dict, directive_dict, intent_dict
-from operator_site.compiled_sql import frozen_rows, memo
+from intents.models import OPEN_DECISION_STATUSES, Decision, Directive, Intent, IntentStatus
+from intents.services import decision_dict, directive_dict, intent_dict
+from operator_site import sql
 from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent, Notification
 from operator_site.proposals import kind_of
+from operator_site.sql import Rows
 from runs import services as runs
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
@@ -123,6 +129,13 @@ def check_date(day: date | None, now: datetime | None = None) -> date:
 def clip(value: Any, limit: int = TEXT_CLIP) -> Any:
     """`value` with every string longer than `limit` cut (ending in '…') and every list cut to
     LIST_CLIP items (ending in a note of how many were cut). Keys are kept as they are."""
+    kind = type(value)  # the plain types first: the packet clips a few thousand values per call
+    if kind is str:
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    if kind is dict:
+        return {k: clip(v, limit) for k, v in value.items()}
+    if kind in (int, float, bool) or value is None:
+        return value
     if isinstance(value, str):
         return value if len(value) <= limit else value[: limit - 1] + "…"
     if isinstance(value, Mapping):
@@ -135,10 +148,6 @@ def clip(value: Any, limit: int = TEXT_CLIP) -> Any:
     return value
 
 
-def _compiled(queryset: QuerySet) -> tuple[str, tuple[Any, ...]]:
-    return queryset.query.get_compiler(using=queryset.db).as_sql()
-
-
 FigureQueries = tuple[Mapping[str, QuerySet], Mapping[str, QuerySet]]
 
 
@@ -146,61 +155,14 @@ def scalar_figures(
     counts: Mapping[str, QuerySet] | None = None,
     *,
     maxima: Mapping[str, QuerySet] | None = None,
-    fixed: Iterable[tuple[Hashable, Callable[[], FigureQueries]]] = (),
+    fixed: Iterable[tuple[Callable[..., FigureQueries], tuple[Any, ...]]] = (),
     cap: int = COUNT_CAP,
 ) -> dict[str, int | None]:
-    """Many figures in ONE query: for each of `counts`, the number of its rows up to `cap + 1` (so
-    the cost is bounded by the cap, not by the table); for each of `maxima`, the value of its single
-    selected column in its first row (order the queryset and select one value).
-
-    Each of `fixed`, (key, build), adds figures whose SQL and parameters depend on nothing but
-    `key`: `build()` returns their (counts, maxima), built and compiled once per connection
-    (`compiled_sql.memo`), read in the same one query."""
-    names: list[str] = []
-    parts: list[str] = []
-    params: list[Any] = []
-    for n, (key, build) in enumerate(fixed):
-        fixed_names, fixed_parts, fixed_params = memo(
-            ("scalar_figures", key, cap, n),
-            lambda conn, build=build, n=n: _figure_sql(*build(), cap=cap, prefix=f"f{n}_"),
-        )
-        names += fixed_names
-        parts += fixed_parts
-        params += fixed_params
-    more_names, more_parts, more_params = _figure_sql(counts or {}, maxima or {}, cap=cap, prefix="v")
-    names += more_names
-    parts += more_parts
-    params += more_params
-    if not parts:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(names, row, strict=True))
-
-
-def _figure_sql(
-    counts: Mapping[str, QuerySet], maxima: Mapping[str, QuerySet], *, cap: int, prefix: str
-) -> tuple[list[str], list[str], list[Any]]:
-    """The names, scalar subqueries and parameters of `scalar_figures`' one query."""
-    parts: list[str] = []
-    params: list[Any] = []
-    names: list[str] = []
-    for i, (name, queryset) in enumerate(counts.items()):
-        # An explicit order is kept (it can steer the database to a partial index); the model's
-        # default order is dropped (it would only cost a sort).
-        ordered = queryset if queryset.query.order_by else queryset.order_by()
-        sql, sub_params = _compiled(ordered.values("pk")[: cap + 1])
-        # `sql` is the ORM's own compilation of the queryset; every value stays a parameter.
-        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{prefix}{i})")  # noqa: S608
-        params.extend(sub_params)
-        names.append(name)
-    for name, queryset in maxima.items():
-        sql, sub_params = _compiled(queryset[:1])
-        parts.append(f"({sql})")
-        params.extend(sub_params)
-        names.append(name)
-    return names, parts, params
+    """Many figures in ONE query (`sql.capped_figures`): for each of `counts`, the number of its
+    rows up to `cap + 1` (so the cost is bounded by the cap, not by the table); for each of
+    `maxima`, the value of its single selected column in its first row. Each of `fixed`,
+    (build, args), adds the figures of `build(*args)`, compiled once per connection."""
+    return sql.capped_figures(counts or {}, maxima or {}, cap=cap, fixed=fixed)
 
 
 def counted(total: int, shown: int, cap: int = COUNT_CAP) -> dict[str, Any]:
@@ -253,47 +215,42 @@ def _open_tasks() -> QuerySet:
     return Task.objects.filter(InConstants(F("status"), list(Task.OPEN_STATUSES))).order_by("-updated_at")
 
 
-def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[Task]]], int, bool]:
-    """The open tasks the packet shows, by lane: (lanes with their tasks, lanes left out, whether
-    that number is a lower bound). Two queries, each bounded by a cap, not by the board or its
-    history: the ranking of the top `task_window` open tasks by priority, then recency, among the
-    COUNT_CAP most recently updated ones (ids and lanes only); then the full rows of the ones shown."""
+def _board_window(task_window: int) -> QuerySet:
+    """The ranking of the top `task_window` open tasks by priority, then recency, among the
+    COUNT_CAP most recently updated ones (ids and lanes only)."""
     recent = _open_tasks().values("id")[:COUNT_CAP]
-    window = frozen_rows(
-        ("packet.board", limits.task_window),
-        lambda: (
-            Task.objects.filter(id__in=recent)
-            .annotate(rank=PRIORITY_RANK)
-            .order_by("-rank", "-updated_at", "-id")
-            .values_list("id", "lane")[: limits.task_window]
-        ),
+    return (
+        Task.objects.filter(id__in=recent)
+        .annotate(rank=PRIORITY_RANK)
+        .order_by("-rank", "-updated_at", "-id")
+        .values_list("id", "lane")[:task_window]
     )
+
+
+def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[int]]], int, bool]:
+    """The open tasks the packet shows, by lane: (lanes with the ids of their tasks, lanes left out,
+    whether that number is a lower bound). One query, bounded by a cap, not by the board or its
+    history (`_board_window`); the rows of the tasks shown come with the packet's other lists."""
+    window = sql.tuples(_board_window, limits.task_window)
     lanes: dict[str, list[int]] = {}
     for task_id, lane in window:
         lanes.setdefault(lane, []).append(task_id)
     shown = [(lane, ids[: limits.tasks_per_lane]) for lane, ids in list(lanes.items())[: limits.lanes]]
-    shown_ids = [i for _, ids in shown for i in ids]
-    by_id = {}
-    if shown_ids:  # an empty board asks nothing more
-        rows = Task.objects.filter(id__in=shown_ids).select_related("updated_by", "goal", "project")
-        by_id = {task.id: task for task in rows.annotate(rank=PRIORITY_RANK)}
-    board = [(lane, [by_id[i] for i in ids if i in by_id]) for lane, ids in shown]
-    return board, max(0, len(lanes) - len(shown)), len(window) >= limits.task_window
+    return shown, max(0, len(lanes) - len(shown)), len(window) >= limits.task_window
+
+
+def _shown_tasks(ids: tuple[int, ...]) -> QuerySet:
+    return (
+        Task.objects.filter(id__in=list(ids))
+        .select_related("updated_by", "goal", "project")
+        .annotate(rank=PRIORITY_RANK)
+        .order_by()
+    )
 
 
 # --- the goals section -------------------------------------------------------------------------------
 def is_proposal(intent: Intent) -> bool:
     return kind_of(intent.action_type) is not None
-
-
-def _goals_section(limits: PacketLimits) -> dict[str, Any]:
-    """Ranked active goals, the ordered priorities and the active projects, through the goal model's
-    own read functions (`goals.goal_model`)."""
-    return {
-        "goals": ranked_goals(limit=limits.goals),
-        "priorities": ordered_priorities(limit=limits.priorities),
-        "projects": project_list(limit=limits.projects),
-    }
 
 
 def _lane_figure(lane: str) -> FigureQueries:
@@ -325,6 +282,59 @@ def _packet_figures(end: datetime) -> FigureQueries:
         "world_model_version": WorldModelVersion.objects.order_by("-number").values("number"),
     }
     return counts, maxima
+
+
+def _day_row(day: date) -> QuerySet:
+    return OperatorDay.objects.filter(date=day)
+
+
+def _open_decisions(limit: int) -> QuerySet:
+    return (
+        Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
+        .select_related("decided_by")
+        .order_by("-status", "created_at", "id")[:limit]
+    )
+
+
+def _pending_approvals(limit: int) -> QuerySet:
+    return Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL).order_by("created_at", "id")[:limit]
+
+
+def _decisions_of_pending_approvals(limit: int) -> QuerySet:
+    shown = _pending_approvals(limit).values("id")
+    return Decision.objects.filter(intent_id__in=shown).order_by("id")
+
+
+def _directives_in_force(now: datetime) -> QuerySet:
+    return Directive.objects.active(now).order_by("expires_at", "id")
+
+
+def _high_stakes_beliefs(limit: int) -> QuerySet:
+    return Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS).order_by(
+        "kind", "key"
+    )[:limit]
+
+
+def _low_stakes_beliefs(limit: int) -> QuerySet:
+    return Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS).order_by(
+        "-updated_at", "-id"
+    )[:limit]
+
+
+def _recent_progress(end: datetime, limit: int) -> QuerySet:
+    return (
+        ProgressEntry.objects.filter(created_at__lt=end)
+        .select_related("day", "recorded_by")
+        .order_by("-id")[:limit]
+    )
+
+
+def _recent_observations(end: datetime, limit: int) -> QuerySet:
+    return (
+        Observation.objects.filter(created_at__lt=end)
+        .select_related("day", "recorded_by")
+        .order_by("-id")[:limit]
+    )
 
 
 def _goals_packet(lists: dict[str, list[dict[str, Any]]], figures: Mapping[str, Any]) -> dict[str, Any]:
@@ -359,74 +369,64 @@ def context_packet(
     """
     now = now or timezone.now()
     day = check_date(day, now)
-    day_row = runs.find_day(day)
-
-    goal_lists = _goals_section(limits)
-
-    # Open tasks: the top of the board by priority then recency, cut into lanes.
-    shown_lanes, lanes_left_out, lanes_left_out_is_lower_bound = _board(limits)
-
-    # The lists below read fixed conditions (the day's end changes once a day): each is compiled
-    # once per connection (compiled_sql.frozen_rows), which halves the packet's CPU.
-    decisions = frozen_rows(
-        ("packet.decisions", limits.decisions),
-        lambda: (
-            Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
-            .select_related("decided_by")
-            .order_by("-status", "created_at", "id")[: limits.decisions]
-        ),
-    )
-    approvals = frozen_rows(
-        ("packet.approvals", limits.approvals),
-        lambda: (
-            Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
-            .prefetch_related("decisions")
-            .order_by("created_at", "id")[: limits.approvals]
-        ),
-    )
-    directives = active_directives(now)
-    high = frozen_rows(
-        ("packet.high_stakes", limits.high_stakes_beliefs),
-        lambda: Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS).order_by(
-            "kind", "key"
-        )[: limits.high_stakes_beliefs],
-    )
-    low = frozen_rows(
-        ("packet.low_stakes", limits.low_stakes_beliefs),
-        lambda: Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=LOW_STAKES_KINDS).order_by(
-            "-updated_at", "-id"
-        )[: limits.low_stakes_beliefs],
-    )
     _, end = day_bounds(day)
-    progress = frozen_rows(
-        ("packet.progress", end, limits.progress),
-        lambda: (
-            ProgressEntry.objects.filter(created_at__lt=end)
-            .select_related("day", "recorded_by")
-            .order_by("-id")[: limits.progress]
-        ),
-    )
-    observations = frozen_rows(
-        ("packet.observations", end, limits.observations),
-        lambda: (
-            Observation.objects.filter(created_at__lt=end)
-            .select_related("day", "recorded_by")
-            .order_by("-id")[: limits.observations]
-        ),
-    )
-    run_status = runs.run_status(now)
 
-    figures = scalar_figures(
-        fixed=[
-            (("packet", end), lambda: _packet_figures(end)),
+    # Open tasks: the top of the board by priority then recency, cut into lanes (one query).
+    shown_lanes, lanes_left_out, lanes_left_out_is_lower_bound = _board(limits)
+    shown_ids = tuple(i for _, ids in shown_lanes for i in ids)
+
+    # Everything else in ONE statement (sql.read_many): each list becomes one JSON array in the
+    # database, and every count of the packet is a capped scalar subquery of the same statement.
+    lists = {
+        "day": Rows(_day_row, (day,)),
+        "goals": Rows(ranked_goals_query, (("active",), limits.goals)),
+        "priorities": Rows(ordered_priorities_query, (limits.priorities,)),
+        "projects": Rows(project_list_query, (("active",), None, limits.projects)),
+        "decisions": Rows(_open_decisions, (limits.decisions,)),
+        "approvals": Rows(_pending_approvals, (limits.approvals,)),
+        "approval_decisions": Rows(_decisions_of_pending_approvals, (limits.approvals,)),
+        "directives": Rows(_directives_in_force, (now,), fixed=False),
+        "high": Rows(_high_stakes_beliefs, (limits.high_stakes_beliefs,)),
+        "low": Rows(_low_stakes_beliefs, (limits.low_stakes_beliefs,)),
+        "progress": Rows(_recent_progress, (end, limits.progress)),
+        "observations": Rows(_recent_observations, (end, limits.observations)),
+        "running_run": Rows(runs.running_run_query),
+        "last_finished_run": Rows(runs.last_finished_query),
+    }
+    if shown_ids:  # an empty board asks nothing more
+        lists["tasks"] = Rows(_shown_tasks, (shown_ids,), fixed=False)
+    found, figures = sql.read_many(
+        lists,
+        fixed_figures=[
+            (_packet_figures, (end,)),
             # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
-            *((("lane", lane), functools.partial(_lane_figure, lane)) for lane, _ in shown_lanes),
+            *((_lane_figure, (lane,)) for lane, _ in shown_lanes),
         ],
+        cap=COUNT_CAP,
     )
+    day_row = found["day"][0] if found["day"] else None
+    goal_lists = {
+        "goals": ranked_goal_dicts(found["goals"]),
+        "priorities": priority_dicts(found["priorities"]),
+        "projects": [project_dict(p) for p in found["projects"]],
+    }
+    decisions, approvals, directives = found["decisions"], found["approvals"], found["directives"]
+    first_decision: dict[int, Decision] = {}
+    for decision in found["approval_decisions"]:  # ordered by id: the first is each intent's own
+        first_decision.setdefault(decision.intent_id, decision)
+    for intent in approvals:
+        intent.opened_decision = first_decision.get(intent.id)
+    high, low = found["high"], found["low"]
+    progress, observations = found["progress"], found["observations"]
+    running = found["running_run"][0] if found["running_run"] else None
+    last = found["last_finished_run"][0] if found["last_finished_run"] else None
+    run_status = runs.run_status_of(running, last, now)
+    by_id = {task.id: task for task in found.get("tasks", ())}
 
-    shown_tasks = sum(len(tasks) for _, tasks in shown_lanes)
+    shown_tasks = len(shown_ids)
     lane_sections = []
-    for lane, kept in shown_lanes:
+    for lane, ids in shown_lanes:
+        kept = [by_id[i] for i in ids if i in by_id]
         lane_sections.append(
             {
                 "lane": lane or None,

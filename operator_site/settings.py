@@ -46,8 +46,17 @@ DATABASE_URL = config.url(
 DATABASE_CONN_MAX_AGE = config.int(
     "DATABASE_CONN_MAX_AGE",
     300,
-    "Seconds a database connection is kept for reuse (0: a new connection for every unit of work).",
+    "Seconds a database connection is kept for reuse (0: a new connection for every unit of work). "
+    "SQLite, and PostgreSQL with DATABASE_POOL off; a pooled connection is kept by the pool.",
     min=0,
+    attr="DATABASES",
+)
+DATABASE_POOL = config.bool(
+    "DATABASE_POOL",
+    True,
+    "PostgreSQL: Django's built-in psycopg connection pool (at most OPERATOR_DB_THREADS + 2 "
+    "connections per process) with server-side prepared statements. Off: one persistent, "
+    "health-checked connection per thread, statements bound on the client.",
     attr="DATABASES",
 )
 
@@ -543,6 +552,23 @@ else:
 # process), health-checked before reuse. Opening a connection per call costs more than the call.
 _db["CONN_MAX_AGE"] = DATABASE_CONN_MAX_AGE
 _db["CONN_HEALTH_CHECKS"] = True
+if _db["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL:
+    # Django's psycopg pool (docs/performance.md): a unit of work borrows a connection and gives it
+    # back; the pool keeps it open. The pool holds no more than the face's database threads plus the
+    # admin's and a command's. Server-side binding lets psycopg prepare a statement the third time a
+    # connection runs it (the hot path's statements are the same text on every call), so the
+    # server plans it once per connection. No health check on borrowing (it would be a round trip
+    # per unit of work): a connection the server dropped while it idled fails its statement, the
+    # call answers `database_unavailable` (retryable), and the pool discards it when it comes back.
+    _db["OPTIONS"].update(
+        {
+            "pool": {"min_size": 1, "max_size": OPERATOR_DB_THREADS + 2, "timeout": 10},
+            "server_side_binding": True,
+            "prepare_threshold": 2,
+        }
+    )
+    _db["CONN_MAX_AGE"] = 0  # Django: a pooled connection is not also a persistent one
+    _db["CONN_HEALTH_CHECKS"] = False
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -593,5 +619,9 @@ LOGGING = {
         # At DEBUG it logs every SSE chunk, i.e. every answer in full (run tokens, the person's data).
         "sse_starlette": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
+        # The pool logs each failed connection attempt of its background workers; a database that
+        # cannot be reached surfaces as the caller's error (one line at start-up, a retryable
+        # answer on a call), not as a warning per retry.
+        "psycopg.pool": {"level": "ERROR"},
     },
 }

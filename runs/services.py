@@ -35,12 +35,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from operator_site.compiled_sql import create_row, frozen_rows, row_where
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.sql import create_row, row_where
 from runs.models import (
     DEFAULT_STALE_AFTER_S,
     MAX_STALE_AFTER_S,
@@ -206,14 +206,19 @@ def run_dict(run: Run, now: datetime | None = None) -> dict[str, Any]:
 
 def running_run() -> Run | None:
     """The run holding the lock, if any (the database allows at most one)."""
-    # A fixed read, asked by every status read and tick: compiled once (compiled_sql.frozen_rows).
-    rows = frozen_rows(
-        "running_run",
-        lambda: (
-            Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).order_by("pk")[:1]
-        ),
+    return running_run_query().first()
+
+
+def running_run_query() -> QuerySet[Run]:
+    return Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).order_by("pk")[:1]
+
+
+def last_finished_query() -> QuerySet[Run]:
+    return (
+        Run.objects.select_related("holder", "day", "ended_by")
+        .exclude(status=Run.Status.RUNNING)
+        .order_by("-id")[:1]
     )
-    return rows[0] if rows else None
 
 
 def _mark_stale(run: Run, *, principal: Principal | None, now: datetime, reason: str) -> bool:
@@ -478,16 +483,10 @@ def end_run(*, principal: Principal, run_id: int, reason: str = "", now: datetim
 def run_status(now: datetime | None = None) -> dict[str, Any]:
     """The lock at a glance, for status reads: the running run (or None) and the last finished one."""
     now = now or timezone.now()
-    current = running_run()
-    finished = frozen_rows(
-        "last_finished_run",
-        lambda: (
-            Run.objects.select_related("holder", "day", "ended_by")
-            .exclude(status=Run.Status.RUNNING)
-            .order_by("-id")[:1]
-        ),
-    )
-    last = finished[0] if finished else None
+    return run_status_of(running_run(), last_finished_query().first(), now)
+
+
+def run_status_of(current: Run | None, last: Run | None, now: datetime) -> dict[str, Any]:
     return {
         "running": run_dict(current, now) if current else None,
         "last_finished": run_dict(last, now) if last else None,

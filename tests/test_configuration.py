@@ -21,7 +21,7 @@ from tests.fixtures import ROOT, free_port
 
 CODE_DIRS = ("operator_site", "beliefs", "goals", "intents", "runs")
 # Variables of the platform, not of the operator.
-PLATFORM_VARIABLES = {"DJANGO_SETTINGS_MODULE", "HOME", "PATH"}
+PLATFORM_VARIABLES = {"DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE", "HOME", "PATH"}
 ENV_READERS = {"os.environ.get", "os.getenv", "os.environ.setdefault", "os.environ.pop"}
 
 

@@ -41,7 +41,7 @@ def anyio_backend() -> str:
 PACKET_MAX_BYTES = 150_000
 # The packet's queries, whatever the history holds (pinned: a change here is a decision; an empty
 # board asks one fewer).
-PACKET_QUERIES = 17
+PACKET_QUERIES = 2  # the board window, then everything else in one statement (sql.read_many)
 
 MARKER = "IGNORE-ALL-PREVIOUS-INSTRUCTIONS-zq7"
 

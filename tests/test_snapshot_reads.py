@@ -25,8 +25,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from goals.models import Task
+from goals.services import update_task
 from intents.services import ActionInput, record_intent
-from operator_site import reads
+from operator_site import reads, sql
 from operator_site.face import dispatch
 from runs import services as runs
 from tests.security.helpers import run_tool
@@ -75,6 +77,12 @@ def packet_disagreements(packet: dict[str, Any]) -> list[str]:
         below_cap = not section["total_is_lower_bound"] and section["total"] <= LIMIT - 2
         if below_cap and (section["shown"] != section["total"] or len(section["items"]) != section["total"]):
             problems.append(f"{name}: {len(section['items'])} listed, {section['total']} counted")
+    listed = [task for lane in packet["tasks"]["lanes"] for task in lane["tasks"]]
+    closed = [task["key"] for task in listed if task["status"] not in Task.OPEN_STATUSES]
+    if closed or len(listed) > packet["tasks"]["total"]:
+        problems.append(
+            f"{len(listed)} open tasks listed ({closed} not open), {packet['tasks']['total']} counted"
+        )
     approvals, decisions = packet["awaiting_approval"], packet["pending_decisions"]
     if len(approvals["items"]) != len(decisions["items"]) and approvals["total"] < LIMIT - 2:
         problems.append(f"{len(approvals['items'])} intents listed, {len(decisions['items'])} questions")
@@ -125,20 +133,23 @@ def _hook(monkeypatch: pytest.MonkeyPatch, agent: Any, tool: str) -> None:
         return fire
 
     fires = {
-        # The packet: after its lists, before its one query of counts.
-        "operator_context_packet": once(lambda: (_intent(agent, 90), _progress(agent, 90))),
+        # The packet: after the board's ranking, before its one statement of lists and counts.
+        "operator_context_packet": once(
+            lambda: (_task(agent, "done"), _intent(agent, 90), _progress(agent, 90))
+        ),
         # operator_state: after the decisions page, before the intents page (rendering a decision).
         "operator_state": once(lambda: _intent(agent, 91)),
         # operator_history: after the progress counts, before the progress items.
         "operator_history": once(lambda: (_progress(agent, 92), _intent(agent, 92))),
     }
     fire = fires[tool]
-    real_run_status, real_decision_dict, real_top_per = runs.run_status, reads.decision_dict, reads._top_per
+    real_board, real_decision_dict, real_top_per = reads._board, reads.decision_dict, reads._top_per
     calls = {"top_per": 0}
 
-    def run_status(*args: Any, **kwargs: Any) -> Any:
+    def board(*args: Any, **kwargs: Any) -> Any:
+        shown = real_board(*args, **kwargs)
         fire()
-        return real_run_status(*args, **kwargs)
+        return shown
 
     def decision_dict(*args: Any, **kwargs: Any) -> Any:
         fire()
@@ -151,14 +162,19 @@ def _hook(monkeypatch: pytest.MonkeyPatch, agent: Any, tool: str) -> None:
         return real_top_per(*args, **kwargs)
 
     patched = {
-        "operator_context_packet": (runs, "run_status", run_status),
+        "operator_context_packet": (reads, "_board", board),
         "operator_state": (reads, "decision_dict", decision_dict),
         "operator_history": (reads, "_top_per", top_per),
     }
     monkeypatch.setattr(*patched[tool])
 
 
+def _task(principal: Any, status: str) -> None:
+    update_task(principal=principal, key="snapshot-task", patch={"title": "snapshot task", "status": status})
+
+
 def _seed(agent: Any) -> None:
+    _task(agent, "todo")
     for n in range(2):
         _intent(agent, n)
         _progress(agent, n)
@@ -199,7 +215,7 @@ def test_control_without_the_snapshot_the_same_read_disagrees(
 @pytest.mark.postgres
 def test_the_snapshot_is_read_only_and_the_connection_is_left_as_it_was(make_principal: Any) -> None:
     agent = make_principal("snapshot-agent")
-    with dispatch.read_snapshot(), connection.cursor() as cursor:
+    with sql.read_snapshot(), connection.cursor() as cursor:
         cursor.execute("SHOW transaction_isolation")
         assert cursor.fetchone()[0] == "repeatable read"
         cursor.execute("SHOW transaction_read_only")

@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from operator_site.compiled_sql import row_where
 from operator_site.models import Principal
+from operator_site.sql import count_request, principal_and_count
 
 TOKEN_PREFIX = "opk_"  # noqa: S105 - a recognisable prefix lets secret scanners find leaked tokens
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
@@ -54,33 +54,37 @@ def parse_bearer(header_value: str | None) -> str | None:
 
 def authenticate(token: str | None) -> Principal | None:
     """The active principal holding this token, or None. Never raises for bad input."""
+    return authenticate_counted(token, None)[0]
+
+
+def authenticate_counted(
+    token: str | None, rate_window: int | None
+) -> tuple[Principal | None, tuple[int, int] | None]:
+    """`authenticate`, and — when `rate_window` is given — the request counted in that rate window
+    for the principal found (count, window), in the same statement (`sql.principal_and_count`)."""
     if not token:
-        return None
+        return None, None
     presented = digest(token)
-    principal = _by_digest(presented)
+    principal, counted = principal_and_count(presented, rate_window)
     if (
         principal is None
         and settings.OPERATOR_TOKEN
         and hmac.compare_digest(presented, digest(settings.OPERATOR_TOKEN))
     ):
         principal = seed_owner_token()
+        if principal is not None and rate_window is not None:
+            counted = count_request(principal.pk, rate_window)
     if (
         principal is None
         or not principal.active
         or not hmac.compare_digest(principal.token_digest, presented)
     ):
-        return None
+        return None, None
     now = timezone.now()
     if principal.last_used_at is None or now - principal.last_used_at > LAST_USED_RESOLUTION:
         Principal.objects.filter(pk=principal.pk).update(last_used_at=now)
         principal.last_used_at = now
-    return principal
-
-
-def _by_digest(token_digest: str) -> Principal | None:
-    """The principal holding this digest. It runs before every request: the compiled-once lookup
-    (the ORM's query compilation costs several times the lookup itself)."""
-    return row_where(Principal, token_digest=token_digest)
+    return principal, counted
 
 
 def seed_owner_token() -> Principal | None:

@@ -17,18 +17,29 @@ ways to get from the event loop to the ORM, chosen per database by `OPERATOR_DB_
   that a write waiting on SQLite's lock (another *process* writing, up to the busy timeout) pauses
   this worker's loop — acceptable for the embedded single-host default; use PostgreSQL when several
   processes write.
+
+  Django refuses ORM calls on a thread whose event loop runs (a guard against blocking a loop by
+  accident). Here blocking is the decision, so inline mode sets Django's documented switch
+  `DJANGO_ALLOW_ASYNC_UNSAFE` for the process (the guard is then off for the whole worker: nothing
+  else in it calls the ORM from the loop). Django keeps connections per async context, so each
+  request would open its own; the loop thread's one persistent connection is handed to each unit
+  of work instead (`connections[alias] = …`, the handler's public setter).
+
+Health: with PostgreSQL's pool (settings.DATABASE_POOL) a unit borrows a connection and gives it
+back; without it, Django's CONN_HEALTH_CHECKS checks a persistent connection before reuse.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 
 T = TypeVar("T")
 
@@ -45,48 +56,32 @@ def db_pool() -> ThreadPoolExecutor:
 def runs_inline() -> bool:
     mode = settings.OPERATOR_DB_INLINE
     if mode == "auto":
-        return connection.vendor == "sqlite"
+        # From the settings, not `connection.vendor`: on the loop that would make a connection
+        # wrapper for every request's context.
+        return connections.settings[DEFAULT_DB_ALIAS]["ENGINE"] == "django.db.backends.sqlite3"
     return mode == "true"
 
 
-# A connection that completed a unit of work this recently is not health-checked again before the
-# next one (see `_unit_of_work`).
-HEALTH_CHECK_IDLE_S = 1.0
+_loop = threading.local()  # the event-loop thread's own connection (inline mode)
 
 
 def _unit_of_work(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     # Nothing here runs inside Django's request cycle, so nobody else recycles these connections:
-    # drop one that errored or outlived CONN_MAX_AGE before and after each unit of work.
+    # drop one that errored or outlived CONN_MAX_AGE (or give a pooled one back) before and after.
     close_old_connections()
-    # close_old_connections() also re-arms Django's health check (CONN_HEALTH_CHECKS), which costs a
-    # `SELECT 1` round trip on PostgreSQL before every unit of work — two per tool call. A connection
-    # that finished a unit of work cleanly within the last second does not need it: if the server
-    # went away since, the statement fails, the unit answers a retryable error, and the errored
-    # connection is closed by the close_old_connections() after it. A connection idle for longer
-    # (which a restart of the server may have broken unnoticed) is checked as before.
-    if connection.connection is not None and not connection.errors_occurred:
-        idle = time.monotonic() - getattr(connection, "operator_last_unit", float("-inf"))
-        if idle < HEALTH_CHECK_IDLE_S:
-            connection.health_check_done = True
     try:
         return fn(*args)
     finally:
-        connection.operator_last_unit = time.monotonic()
         close_old_connections()
 
 
 def _inline(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-    # Django refuses ORM calls while an event loop runs in the calling thread (a guard against
-    # blocking a loop by accident). Here blocking is the decision, and this call never awaits, so
-    # the loop is detached from the thread for exactly the duration of the synchronous work. With no
-    # running loop, Django also keeps this thread's connection in thread-local storage, so it
-    # persists from call to call instead of being reopened per request.
-    loop = asyncio._get_running_loop()
-    asyncio._set_running_loop(None)
-    try:
-        return _unit_of_work(fn, args)
-    finally:
-        asyncio._set_running_loop(loop)
+    wrapper = getattr(_loop, "connection", None)
+    if wrapper is None:
+        os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        wrapper = _loop.connection = connections.create_connection(DEFAULT_DB_ALIAS)
+    connections[DEFAULT_DB_ALIAS] = wrapper
+    return _unit_of_work(fn, args)
 
 
 async def run_db(fn: Callable[..., T], *args: Any) -> T:

@@ -21,12 +21,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError, connection, transaction
 from mcp_types import CallToolResult
 from pydantic import ValidationError
@@ -38,6 +36,7 @@ from operator_site.face.db import run_db
 from operator_site.face.envelope import Refusal, envelope
 from operator_site.face.registry import ToolSpec
 from operator_site.models import AuditEvent, Principal
+from operator_site.sql import read_snapshot
 
 logger = logging.getLogger("operator.face")
 
@@ -110,9 +109,20 @@ def audit_tool_name(name: str) -> str:
 
 
 def _write_audit(
-    principal: Principal, tool: str, outcome: str, code: str, started: float, args_digest: str, claimed: Any
+    principal: Principal,
+    tool: str,
+    outcome: str,
+    code: str,
+    started: float,
+    args_digest: str,
+    claimed: Any,
+    durable: bool = True,
 ) -> None:
+    """Append the call's audit row. `durable=False` (a read's row, written on its own): committed
+    without waiting for the WAL flush on PostgreSQL (`sql.insert_async_commit`; the trade-off is in
+    docs/performance.md)."""
     AuditEvent.append(
+        durable=durable,
         principal=principal.pk,
         tool=audit_tool_name(tool),
         outcome=outcome,
@@ -132,29 +142,6 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
-@contextmanager
-def read_snapshot() -> Iterator[None]:
-    """One snapshot for a read of several queries, so its counts and lists agree under concurrent
-    writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
-    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so the price is that statement and the
-    COMMIT. On SQLite a transaction already is one snapshot. Inside a caller's transaction there is
-    nothing to open (its isolation is the caller's)."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        with transaction.atomic():
-            yield
-        return
-    connection.ensure_connection()
-    raw = connection.connection
-    saved = (raw.isolation_level, raw.read_only)
-    raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
-    try:
-        with transaction.atomic():
-            yield
-    finally:
-        if not raw.closed:
-            raw.isolation_level, raw.read_only = saved
-
-
 def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
     """The transaction a call runs in.
 
@@ -163,7 +150,7 @@ def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
     is a single query (under READ COMMITTED each statement sees its own snapshot whether or not it
     is inside a transaction, so BEGIN and COMMIT would buy nothing but two round trips); a read of
     several queries (`spec.snapshot`: the packet, operator_state, operator_history, the world model)
-    runs in `read_snapshot()`, and its audit row is written after it (the snapshot is read-only).
+    runs in `sql.read_snapshot()`, and its audit row is written after it (the snapshot is read-only).
     """
     if spec.read_only and connection.vendor == "postgresql":
         return read_snapshot() if spec.snapshot else nullcontext()
@@ -171,8 +158,10 @@ def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
 
 
 def _audit_after(spec: ToolSpec) -> bool:
-    """Whether the audit row of a successful call is written after its unit (a read-only snapshot)."""
-    return spec.snapshot and connection.vendor == "postgresql"
+    """Whether the audit row of a successful call is written after its unit: a read on PostgreSQL
+    (its snapshot is read-only, and a one-query read has no transaction), on its own and committed
+    without waiting for the WAL flush (`_write_audit(durable=False)`)."""
+    return spec.read_only and connection.vendor == "postgresql"
 
 
 def _run_in_transaction(
@@ -188,7 +177,16 @@ def _run_in_transaction(
                     call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed
                 )
         if after:
-            _write_audit(call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed)
+            _write_audit(
+                call.principal,
+                spec.name,
+                AuditEvent.Outcome.OK,
+                "",
+                started,
+                args_digest,
+                claimed,
+                durable=False,
+            )
         outcome = AuditEvent.Outcome.OK
         return envelope(result)
     except Refusal as refusal:

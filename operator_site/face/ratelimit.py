@@ -3,7 +3,8 @@
 A fixed window per principal: at most `OPERATOR_RATE_LIMIT` requests in each window of
 `OPERATOR_RATE_WINDOW_S` seconds (window number = Unix time // window length). The counter is one
 row per principal (`RateCounter`), moved by ONE atomic upsert per request that also answers the new
-count:
+count (`operator_site/sql.py` `count_request`; on PostgreSQL the bearer lookup and this upsert are
+one statement, `principal_and_count`):
 
     INSERT … VALUES (principal, window, 1)
     ON CONFLICT (principal) DO UPDATE SET
@@ -29,22 +30,12 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 
-from operator_site.face.auth import authenticate
-from operator_site.models import Principal, RateCounter
+from operator_site.face.auth import authenticate_counted
+from operator_site.models import Principal
+from operator_site.sql import count_request
 
 logger = logging.getLogger("operator.face")
-
-_TABLE = RateCounter._meta.db_table
-_UPSERT = (
-    f"INSERT INTO {_TABLE} (principal_id, window_no, count) VALUES (%s, %s, 1) "  # noqa: S608
-    f"ON CONFLICT (principal_id) DO UPDATE SET "
-    f"count = CASE WHEN {_TABLE}.window_no >= excluded.window_no THEN {_TABLE}.count + 1 ELSE 1 END, "
-    f"window_no = CASE WHEN {_TABLE}.window_no < excluded.window_no "
-    f"THEN excluded.window_no ELSE {_TABLE}.window_no END "
-    f"RETURNING count, window_no"
-)
 
 
 @dataclass(frozen=True)
@@ -56,17 +47,17 @@ class RateVerdict:
     retry_after_s: int
 
 
-def admit(principal_id: int, now: float | None = None) -> RateVerdict | None:
-    """Count one request of this principal; None when the limit is off (`OPERATOR_RATE_LIMIT=0`)."""
-    limit = settings.OPERATOR_RATE_LIMIT
-    if not limit:
+def current_window(now: float | None = None) -> int | None:
+    """The rate window a request made now counts in; None when the limit is off."""
+    if not settings.OPERATOR_RATE_LIMIT:
         return None
-    window_s = settings.OPERATOR_RATE_WINDOW_S
+    return int((time.time() if now is None else now) // settings.OPERATOR_RATE_WINDOW_S)
+
+
+def verdict(principal_id: int, count: int, window_no: int, now: float | None = None) -> RateVerdict:
+    """What a counted request is told: allowed or not, and when the window ends."""
+    limit, window_s = settings.OPERATOR_RATE_LIMIT, settings.OPERATOR_RATE_WINDOW_S
     now = time.time() if now is None else now
-    window = int(now // window_s)
-    with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, [principal_id, window])
-        count, window_no = cursor.fetchone()
     retry_after = max(1, int((window_no + 1) * window_s - now + 0.999))
     if count == limit + 1:
         logger.warning(
@@ -78,9 +69,21 @@ def admit(principal_id: int, now: float | None = None) -> RateVerdict | None:
     return RateVerdict(count <= limit, count, limit, window_s, retry_after)
 
 
+def admit(principal_id: int, now: float | None = None) -> RateVerdict | None:
+    """Count one request of this principal; None when the limit is off (`OPERATOR_RATE_LIMIT=0`)."""
+    now = time.time() if now is None else now
+    window = current_window(now)
+    if window is None:
+        return None
+    count, window_no = count_request(principal_id, window)
+    return verdict(principal_id, count, window_no, now)
+
+
 def authenticate_and_admit(token: str) -> tuple[Principal | None, RateVerdict | None]:
-    """The bearer check and the rate count in one unit of database work (one thread hop)."""
-    principal = authenticate(token)
-    if principal is None:
-        return None, None
-    return principal, admit(principal.pk)
+    """The bearer check and the rate count in one unit of database work (one thread hop) and, on
+    PostgreSQL, one statement (`sql.principal_and_count`)."""
+    now = time.time()
+    principal, counted = authenticate_counted(token, current_window(now))
+    if principal is None or counted is None:
+        return principal, None
+    return principal, verdict(principal.pk, *counted, now)

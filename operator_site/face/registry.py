@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import json
 import types
 import typing
 from collections.abc import Callable
@@ -26,9 +27,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import Tool, ToolAnnotations
-from pydantic import ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     from operator_site.face.dispatch import ToolCall
@@ -73,12 +73,12 @@ SEED_ORDER: tuple[str, ...] = (
 TOOL_APPS: tuple[str, ...] = ("operator_site", "beliefs", "goals", "intents", "runs")
 
 
-class ToolArgs(ArgModelBase):
+class ToolArgs(BaseModel):
     """Base of every tool's argument model. Unknown arguments are refused, naming the field, and so
     is true/false where a number is expected (pydantic's lax mode would read `"id": true` as id 1:
     a caller's type confusion must not select row 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -105,6 +105,35 @@ ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
+class ArgumentReader:
+    """Arguments as some clients send them: a list or an object written as JSON inside a string
+    (`"tags": "[\"a\"]"`) where the field is not a string. Each such value is parsed before
+    validation, as the SDK's own tool registration does; a string that is not JSON, or parses to a
+    plain string or number, is left for validation to judge."""
+
+    model: type[BaseModel]
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        fields = {}
+        for name, info in self.model.model_fields.items():
+            fields[name] = info
+            if info.alias:
+                fields[info.alias] = info
+        parsed = dict(data)
+        for key, value in data.items():
+            info = fields.get(key)
+            if info is None or not isinstance(value, str) or info.annotation is str:
+                continue
+            try:
+                loaded = json.loads(value)
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(loaded, str | int | float):
+                parsed[key] = loaded
+        return parsed
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     tool_class: ToolClass
@@ -114,9 +143,8 @@ class ToolSpec:
     description: str
     examples: tuple[dict[str, Any], ...]
     mcp_tool: Tool = field(repr=False)
-    # The SDK's argument helper for this model (it also unwraps arguments some clients send as
-    # JSON inside a string).
-    fn_metadata: FuncMetadata = field(repr=False)
+    # Unwraps arguments some clients send as JSON inside a string (see ArgumentReader).
+    fn_metadata: ArgumentReader = field(repr=False)
     # A read of several queries whose counts and lists must agree: on PostgreSQL it runs in one
     # read-only REPEATABLE READ transaction (face/dispatch.py `read_snapshot`).
     snapshot: bool = False
@@ -131,6 +159,39 @@ class ToolSpec:
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
+
+# What pydantic writes into every schema that tells a model nothing: a `title` derived from each
+# property's name, and `default: null` on optional properties (not being required says it).
+_NOISE = ("title",)
+
+
+def compact_schema(schema: Any) -> Any:
+    """The argument model's JSON Schema without pydantic's boilerplate, meaning unchanged: no
+    per-property (or per-model) `title`, no `default: null`, and an optional value written as
+    `type: [T, "null"]` (with `null` in its `enum`) instead of `anyOf: [{…T…}, {type: null}]`.
+    Descriptions, constraints, `$defs` (each shared definition once per tool), `required`,
+    `additionalProperties` and discriminated unions stay as they are. Agents read every tool's
+    schema in their context on every session: this halves `tools/list`."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs"):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif not ((key in _NOISE and isinstance(value, str)) or (key == "default" and value is None)):
+            out[key] = compact_schema(value)
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        (other,) = [option for option in options if option != {"type": "null"}]
+        kind = other.get("type")
+        if isinstance(kind, str) and "$ref" not in other:
+            merged = {**{k: v for k, v in out.items() if k != "anyOf"}, **other, "type": [kind, "null"]}
+            if "enum" in merged:
+                merged["enum"] = [*merged["enum"], None]
+            return merged
+    return out
 
 
 def tool(
@@ -158,8 +219,8 @@ def tool(
         if name in _REGISTRY:
             raise ValueError(f"tool {name} is declared twice")
         description = " ".join((fn.__doc__ or "").split())
+        # The tool's title is said once (on the tool, not again in its annotations).
         annotations = ToolAnnotations(
-            title=title,
             read_only_hint=tool_class is ToolClass.READ,
             # Nothing here acts outside the operator: even the intent path only records.
             destructive_hint=False,
@@ -169,7 +230,9 @@ def tool(
             name=name,
             title=title,
             description=description,
-            input_schema={**args.model_json_schema(by_alias=True), "examples": examples},
+            # One example is published (the first; agents see the shape of a call); every example
+            # is validated above and exercised by the registry tests.
+            input_schema={**compact_schema(args.model_json_schema(by_alias=True)), "examples": examples[:1]},
             annotations=annotations,
             _meta={"io.operator/class": str(tool_class)},
         )
@@ -182,7 +245,7 @@ def tool(
             description,
             tuple(examples),
             mcp_tool,
-            FuncMetadata(arg_model=args),
+            ArgumentReader(args),
             snapshot,
         )
         return fn

@@ -202,8 +202,8 @@ def _wrong_values(schema: dict[str, Any]) -> list[Any]:
     if not {"type", "anyOf", "$ref", "properties", "enum", "const", "allOf"} & set(schema):
         return []  # `actor` and `tainted` accept anything by design
     for part in [schema, *schema.get("anyOf", [])]:
-        if "type" in part:
-            types.add(part["type"])
+        if "type" in part:  # a string, or a list (`["string", "null"]`: the compact schema)
+            types.update(part["type"] if isinstance(part["type"], list) else [part["type"]])
         if "$ref" in part or "properties" in part:
             types.add("object")
         if "enum" in part or "const" in part:

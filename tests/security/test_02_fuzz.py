@@ -76,9 +76,28 @@ def _json_values() -> st.SearchStrategy[Any]:
     )
 
 
+def _split(schema: dict[str, Any]) -> dict[str, Any]:
+    """A compact `type: [T, "null"]` (the published schema's form) as the `anyOf` it stands for."""
+    kinds = schema.get("type")
+    if not isinstance(kinds, list):
+        return schema
+    parts = []
+    for kind in kinds:
+        if kind == "null":
+            parts.append({"type": "null"})
+            continue
+        part = {**schema, "type": kind}
+        if "enum" in part:
+            part["enum"] = [choice for choice in part["enum"] if choice is not None]
+        parts.append(part)
+    rest = {k: v for k, v in schema.items() if k in ("description", "default")}
+    return {**rest, "anyOf": parts}
+
+
 def strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:
     if "$ref" in schema:
         return strategy(defs[schema["$ref"].split("/")[-1]], defs)
+    schema = _split(schema)
     if "anyOf" in schema:
         return st.one_of([strategy(part, defs) for part in schema["anyOf"]])
     if "enum" in schema:
@@ -133,8 +152,8 @@ def valid_arguments(spec: registry.ToolSpec) -> st.SearchStrategy[dict[str, Any]
 # --- near-valid: one mutation that breaks the schema ---------------------------------------------------
 def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if "$ref" in schema:
-        return defs[schema["$ref"].split("/")[-1]]
-    return schema
+        return _split(defs[schema["$ref"].split("/")[-1]])
+    return _split(schema)
 
 
 def _typed_parts(schema: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:

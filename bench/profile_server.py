@@ -1,0 +1,129 @@
+"""Where a tool call's server CPU goes: py-spy sampling one uvicorn worker under load.
+
+    .venv/bin/python bench/profile_server.py --tool operator_record_progress --seconds 8 \
+        --database-url postgres://postgres@127.0.0.1:5432/operator_profile --py-spy /path/to/py-spy
+
+A scratch operator (bench/packet_growth.py's Scratch, served by `manage.py serve`, one worker)
+takes a closed loop of calls at the given concurrency while `py-spy record --format raw` samples
+it; the summary lists the functions holding the most samples, inclusive (the share of calls'
+time under them) and self. py-spy is a PyPI package (`pip install py-spy`); it is not a
+dependency of the project, so its path is an argument. Needs ptrace (root, or
+kernel.yama.ptrace_scope=0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadgen import run_load
+from packet_growth import Scratch, sibling_database
+from perf import RATE_LIMIT_ON, body_for, strict_check
+
+
+def summarize(raw: Path, top: int) -> str:
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 2)[-1]
+            for f in stack.split(";")
+        ]
+        for frame in set(frames):
+            inclusive[frame] += n
+        own[frames[-1]] += n
+    lines = [f"{total} samples", "", "inclusive:"]
+    lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in inclusive.most_common(top)]
+    lines += ["", "self:"]
+    lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tool", default="operator_record_progress")
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--database-url", help="PostgreSQL (a sibling database is used); SQLite without")
+    parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable")
+    parser.add_argument("--top", type=int, default=40)
+    opts = parser.parse_args()
+
+    url = sibling_database(opts.database_url, "_profile") if opts.database_url else None
+    op = Scratch(url, entrypoint="serve")
+    op.env["OPERATOR_RATE_LIMIT"] = RATE_LIMIT_ON
+    try:
+        op.setup()
+        op.start()
+        assert op.process
+        body = body_for(opts.tool)
+        asyncio.run(
+            run_load(
+                op.url,
+                body,
+                concurrency=opts.concurrency,
+                seconds=1.0,
+                warmup_s=0,
+                headers={"Authorization": f"Bearer {op.token}"},
+                check=strict_check,
+            )
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / "profile.txt"
+            spy = subprocess.Popen(
+                [
+                    opts.py_spy,
+                    "record",
+                    "--pid",
+                    str(op.process.pid),
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(raw),
+                    "--duration",
+                    str(int(opts.seconds)),
+                    "--rate",
+                    "500",
+                    "--nonblocking",
+                    "--threads",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            result = asyncio.run(
+                run_load(
+                    op.url,
+                    body,
+                    concurrency=opts.concurrency,
+                    seconds=opts.seconds,
+                    warmup_s=0,
+                    headers={"Authorization": f"Bearer {op.token}"},
+                    check=strict_check,
+                )
+            )
+            spy.wait(timeout=opts.seconds + 30)
+            print(
+                f"{opts.tool} on {'postgresql' if url else 'sqlite'}, c={opts.concurrency}: "
+                f"{result.rps:.0f} req/s, {result.errors} errors"
+            )
+            print(summarize(raw, opts.top))
+    finally:
+        op.close()
+
+
+if __name__ == "__main__":
+    main()

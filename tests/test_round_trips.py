@@ -1,0 +1,145 @@
+"""Round trips per tool, pinned on both databases (CI runs this file on SQLite and on PostgreSQL).
+
+Each statement the database sees is a round trip on PostgreSQL (on SQLite a call into the
+library). These tests count the statements of a call's two units of work — the bearer check with
+the rate count, then the tool with its audit row — so a change that adds one shows up here, and in
+docs/performance.md. BEGIN and COMMIT of a write's transaction are not statements Django logs:
+on PostgreSQL a write pays those two round trips on top of what is counted here.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from operator_site.face import registry
+from operator_site.face.dispatch import ToolCall, _run_in_transaction, canonical_digest
+from operator_site.face.ratelimit import authenticate_and_admit
+from tests.test_reads import some_of_everything
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PG = "postgresql"
+
+
+def statements(fn: Any, *args: Any) -> tuple[Any, list[str]]:
+    """What `fn` sent to the database, without BEGIN and COMMIT (SQLite's Django logs them,
+    PostgreSQL's psycopg sends them unlogged; the module docstring says what they cost)."""
+    with CaptureQueriesContext(connection) as seen:
+        result = fn(*args)
+    sql = [q["sql"] for q in seen.captured_queries]
+    return result, [q for q in sql if not re.fullmatch(r"BEGIN( \w+)?|COMMIT", q)]
+
+
+def tool_statements(principal: Any, name: str, arguments: dict[str, Any]) -> list[str]:
+    """The statements of the tool's unit of work (and its audit row), as the dispatcher runs it."""
+    spec = registry.get(name)
+    args = spec.args.model_validate(arguments)
+    if spec.takes_actor:
+        args.actor = principal.name
+    call = ToolCall(principal, spec)
+    result, sql = statements(
+        _run_in_transaction, spec, call, args, time.perf_counter(), canonical_digest(arguments), None
+    )
+    assert result.is_error is not True and '"ok": false' not in result.content[0].text, result
+    return sql
+
+
+def test_the_bearer_check_and_the_rate_count(agent, settings) -> None:
+    settings.OPERATOR_RATE_LIMIT = 1000
+    authenticate_and_admit(agent.token)  # the first call of a minute also refreshes last_used_at
+    (principal, verdict), sql = statements(authenticate_and_admit, agent.token)
+    assert principal is not None and verdict is not None
+    # PostgreSQL: one statement (a data-modifying CTE); SQLite: the lookup and the upsert.
+    assert len(sql) == (1 if connection.vendor == PG else 2), sql
+
+
+def test_the_bearer_check_without_a_rate_limit(agent, settings) -> None:
+    settings.OPERATOR_RATE_LIMIT = 0
+    authenticate_and_admit(agent.token)
+    _, sql = statements(authenticate_and_admit, agent.token)
+    assert len(sql) == 1, sql
+
+
+# (tool, arguments, statements on SQLite, statements on PostgreSQL)
+CASES = [
+    # One query and the audit row (on PostgreSQL sent with its commit as one message, not waiting
+    # for the WAL flush).
+    ("operator_list_directives", {}, 2, 2),
+    # The board's ranking, then every list and count in one statement, then the audit row.
+    ("operator_context_packet", {}, 3, 3),
+    # Today's operator day, the entry, the audit row.
+    ("operator_record_progress", {"summary": "s", "outcome": "done"}, 3, 3),
+    # The queue (PostgreSQL's advisory lock), the version, the pre-image, the version claim, the
+    # change, the belief, the unacknowledged-safety count and the audit row.
+    (
+        "operator_update_world_model",
+        {"changes": [{"op": "add", "kind": "note", "key": "k", "value": "v"}]},
+        None,
+        None,
+    ),
+    (
+        "operator_record_action_intent",
+        {"action": {"type": "spend", "title": "Plan renewal", "amount_cents": 4900}},
+        None,
+        None,
+    ),
+]
+PINNED = {
+    # Measured when the seam went in (issue 19); a change here is a change in round trips.
+    ("operator_update_world_model", "sqlite"): 7,
+    ("operator_update_world_model", PG): 8,
+    ("operator_record_action_intent", "sqlite"): 5,
+    ("operator_record_action_intent", PG): 5,
+}
+
+
+@pytest.mark.parametrize(("tool", "arguments", "on_sqlite", "on_pg"), CASES, ids=[c[0] for c in CASES])
+def test_statements_per_tool(
+    agent, settings, tool: str, arguments: dict[str, Any], on_sqlite: Any, on_pg: Any
+) -> None:
+    settings.OPERATOR_DELIVERY = "off"  # a notice is delivered after the commit, not in the call
+    tool_statements(agent.principal, tool, arguments)  # warm: the first call may open the day, etc.
+    again = {**arguments}
+    if tool == "operator_update_world_model":
+        again = {"changes": [{"op": "add", "kind": "note", "key": "k2", "value": "v"}]}
+    if tool == "operator_record_action_intent":
+        again = {"action": {"type": "spend", "title": "Plan renewal 2", "amount_cents": 4900}}
+    sql = tool_statements(agent.principal, tool, again)
+    expected = on_pg if connection.vendor == PG else on_sqlite
+    if expected is None:
+        expected = PINNED[(tool, connection.vendor)]
+    assert len(sql) == expected, "\n".join(sql)
+
+
+def test_the_packet_over_a_full_operator_is_still_three_statements(agent, owner) -> None:
+    some_of_everything(agent.principal, owner.principal)
+    sql = tool_statements(agent.principal, "operator_context_packet", {})
+    assert len(sql) == 3, "\n".join(sql)
+
+
+@pytest.mark.anyio
+async def test_inline_units_of_work_reuse_the_loop_threads_one_connection(agent, monkeypatch) -> None:
+    """SQLite runs each unit of work on the event-loop thread: every request there uses the loop
+    thread's one persistent connection (Django would otherwise open one per request's context)."""
+    from operator_site.face import db as face_db
+    from tests.fixtures import asgi_http, call
+
+    if not face_db.runs_inline():
+        pytest.skip("units of work run inline only on SQLite (by default)")
+    seen = set()
+    async with asgi_http(agent.token) as http:
+        assert (await call(http, "operator_list_directives", {}))["ok"] is True
+        # The tests run with DATABASE_CONN_MAX_AGE=0 (tests/plugin.py); the service keeps 300 s.
+        monkeypatch.setitem(face_db._loop.connection.settings_dict, "CONN_MAX_AGE", 300)
+        for _ in range(3):
+            assert (await call(http, "operator_list_directives", {}))["ok"] is True
+            raw = face_db._loop.connection.connection
+            assert raw is not None
+            seen.add(id(raw))
+    assert len(seen) == 1

@@ -1,0 +1,356 @@
+"""operator_site/sql.py, the database seam: every hand-written statement answers exactly what the
+ORM answers (on SQLite and on PostgreSQL: CI runs this file on both), a unique key decides an insert
+without an error, a savepoint or a half write, and the seam uses no private internal."""
+
+from __future__ import annotations
+
+import ast
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from intents.models import Directive
+from operator_site import reads, sql
+from operator_site.models import AuditEvent, Notification, NotificationBudget, Principal, RateCounter
+from operator_site.sql import Rows, insert_row, insert_unless_conflict, row_where, rows_where
+
+pytestmark = pytest.mark.django_db
+
+
+def _notice(key: str | None, title: str = "t") -> Notification:
+    return Notification(kind="test", title=title, dedupe_key=key)
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+
+
+# --- lookups ---------------------------------------------------------------------------------------------
+def test_row_where_reads_what_the_orm_reads(agent) -> None:
+    from runs.models import ProgressEntry
+    from runs.services import record_progress
+
+    # JSON, datetimes, booleans, nullable integers and a foreign key: every converter matters.
+    written = record_progress(
+        principal=agent.principal, summary="s", outcome="done", tried=["a", "b"], failed=["c"]
+    )
+    found = row_where(ProgressEntry, id=written.pk)
+    assert found is not None and not found._state.adding
+    assert _fields(found) == _fields(ProgressEntry.objects.get(pk=written.pk))
+    assert found.tried == ["a", "b"] and found.created_at.tzinfo is not None
+    notice = Notification.objects.create(kind="k", title="t", dedupe_key="d", safety=True, subject_id=3)
+    assert _fields(row_where(Notification, dedupe_key="d")) == _fields(Notification.objects.get(pk=notice.pk))
+    assert row_where(Notification, dedupe_key="absent") is None
+    assert [p.name for p in rows_where(Principal, kind="agent")] == [agent.name]
+
+
+# --- inserts ---------------------------------------------------------------------------------------------
+def test_insert_row_writes_what_the_orm_reads_back() -> None:
+    written = insert_row(_notice("a", "first"))
+    assert written.pk is not None and not written._state.adding
+    assert _fields(Notification.objects.get(pk=written.pk)) == _fields(written)
+
+
+def test_a_duplicate_key_inserts_nothing_and_the_transaction_goes_on() -> None:
+    with transaction.atomic():
+        assert insert_unless_conflict(_notice("same", "winner"), "dedupe_key") is True
+        loser = _notice("same", "loser")
+        assert insert_unless_conflict(loser, "dedupe_key") is False
+        assert loser.pk is None and loser._state.adding  # not pretending to be a row
+        # No error was raised, so the transaction is still usable (PostgreSQL aborts one that
+        # met a unique violation): read the winner in it.
+        assert Notification.objects.get(dedupe_key="same").title == "winner"
+    assert Notification.objects.filter(dedupe_key="same").count() == 1
+
+
+def test_only_the_named_key_decides_another_constraint_still_refuses(make_principal) -> None:
+    make_principal("taken")
+    # Principal.name is unique too, but the key named here is token_digest: the other constraint
+    # is not silently skipped.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_unless_conflict(Principal(name="taken", kind="agent", token_digest="d" * 64), "token_digest")
+    assert Principal.objects.filter(name="taken").count() == 1
+
+
+def test_a_key_must_be_named() -> None:
+    with pytest.raises(ValueError, match="unique constraint"):
+        insert_unless_conflict(_notice("x"))
+
+
+def test_an_async_commit_insert_writes_what_the_orm_reads_back(agent) -> None:
+    row = AuditEvent(
+        principal_id=agent.principal.pk,
+        tool="operator_list_directives",
+        outcome="ok",
+        duration_ms=1.5,
+        args_sha256="0" * 64,
+        claimed_actor={"who": "me", "n": [1, 2]},
+    )
+    sql.insert_async_commit(row)
+    assert row.pk is not None and not row._state.adding
+    assert _fields(AuditEvent.objects.get(pk=row.pk)) == _fields(row)
+
+
+# --- the bearer check and the rate count ------------------------------------------------------------
+def test_the_principal_and_its_count_are_what_the_orm_reads(make_principal) -> None:
+    holder = make_principal("counted")
+    from operator_site.face.auth import digest
+
+    found, counted = sql.principal_and_count(digest(holder.token), 77)
+    assert _fields(found) == _fields(Principal.objects.get(pk=holder.principal.pk))
+    assert counted == (1, 77)
+    assert sql.principal_and_count(digest(holder.token), 77)[1] == (2, 77)
+    assert sql.principal_and_count(digest(holder.token), 78)[1] == (1, 78)  # a new window starts at 1
+    assert sql.principal_and_count(digest(holder.token), 76)[1] == (2, 78)  # a late clock never resets
+    stored = RateCounter.objects.get(principal=holder.principal)
+    assert (stored.count, stored.window_no) == (2, 78)
+    assert sql.principal_and_count("f" * 64, 78) == (None, None)
+    assert sql.principal_and_count(digest(holder.token), None)[1] is None  # the limit off: no count
+
+
+def test_an_inactive_principal_is_found_but_never_counted(make_principal) -> None:
+    holder = make_principal("sleeper")
+    Principal.objects.filter(pk=holder.principal.pk).update(active=False)
+    from operator_site.face.auth import digest
+
+    found, counted = sql.principal_and_count(digest(holder.token), 5)
+    assert found is not None and found.active is False and counted is None
+    assert not RateCounter.objects.filter(principal=holder.principal).exists()
+
+
+def test_the_bearer_check_and_the_count_are_one_statement_on_postgresql(make_principal, settings) -> None:
+    holder = make_principal("one-trip")
+    settings.OPERATOR_RATE_LIMIT = 100
+    from operator_site.face.ratelimit import authenticate_and_admit
+
+    authenticate_and_admit(holder.token)  # refreshes last_used_at once
+    with CaptureQueriesContext(connection) as seen:
+        principal, verdict = authenticate_and_admit(holder.token)
+    assert principal is not None and verdict is not None and verdict.count == 2
+    assert len(seen) == (1 if connection.vendor == "postgresql" else 2), seen.captured_queries
+
+
+# --- the other named statements ---------------------------------------------------------------------
+def test_max_value_is_the_orm_aggregate() -> None:
+    assert sql.max_value(Notification, "id") is None
+    for i in range(3):
+        Notification.objects.create(kind="k", title=f"t{i}")
+    assert sql.max_value(Notification, "id") == Notification.objects.aggregate(m=Max("id"))["m"]
+
+
+def test_a_budget_slot_is_taken_until_the_cap() -> None:
+    assert [sql.take_budget_slot("mail", 10, 2) for _ in range(3)] == [1, 2, None]
+    assert sql.take_budget_slot("mail", 11, 2) == 1
+    assert NotificationBudget.objects.get(kind="mail", hour=10).used == 2
+
+
+def test_directives_in_force_are_the_orm_rule(agent) -> None:
+    now = timezone.now()
+    Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=2), set_by=agent.principal)
+    Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=1), set_by=agent.principal)
+    Directive.objects.create(
+        kind="quiet",
+        created_at=now - timedelta(hours=1),
+        expires_at=now - timedelta(minutes=1),
+        set_by=agent.principal,
+    )
+    Directive.objects.create(
+        kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal, cleared_at=now
+    )
+    raw = sql.directives_in_force(now)
+    orm = list(Directive.objects.active(now).order_by("expires_at", "id"))
+    assert [_fields(d) for d in raw] == [_fields(d) for d in orm] and len(raw) == 2
+
+
+def test_capped_figures_count_up_to_the_cap() -> None:
+    for i in range(5):
+        Notification.objects.create(kind="k", title=f"t{i}", safety=i % 2 == 0)
+    figures = sql.capped_figures(
+        {"all": Notification.objects.all(), "safety": Notification.objects.filter(safety=True)},
+        {"newest": Notification.objects.order_by("-id").values("id")},
+        cap=3,
+    )
+    assert figures == {"all": 4, "safety": 3, "newest": Notification.objects.aggregate(m=Max("id"))["m"]}
+
+
+def test_tuples_are_the_values_list(agent) -> None:
+    for i in range(3):
+        Notification.objects.create(kind="k", title=f"t{i}")
+    assert sql.tuples(_notification_titles, 2) == list(_notification_titles(2))
+
+
+def _notification_titles(limit: int) -> Any:
+    return Notification.objects.order_by("-id").values_list("id", "title")[:limit]
+
+
+def test_a_builder_with_a_closure_is_refused() -> None:
+    limit = 3
+    with pytest.raises(TypeError, match="no closure"):
+        sql.compiled(lambda: Notification.objects.all()[:limit])
+
+
+# --- many lists in one statement --------------------------------------------------------------------
+def _same(
+    found: list[Any], expected: list[Any], related: tuple[str, ...] = (), annotations: tuple[str, ...] = ()
+) -> None:
+    assert [_fields(r) for r in found] == [_fields(r) for r in expected]
+    for got, want in zip(found, expected, strict=True):
+        for name in related:
+            mine, theirs = getattr(got, name), getattr(want, name)
+            assert (mine is None) == (theirs is None)
+            if mine is not None:
+                assert _fields(mine) == _fields(theirs)
+        for name in annotations:
+            assert getattr(got, name) == getattr(want, name)
+
+
+def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_assert_num_queries) -> None:
+    from tests.test_reads import some_of_everything
+
+    some_of_everything(agent.principal, owner.principal)
+    now = timezone.now()
+    _, end = reads.day_bounds(reads.check_date(None, now))
+    from goals.goal_model import ordered_priorities_query, project_list_query, ranked_goals_query
+    from runs import services as runs
+
+    task_ids = tuple(reads.Task.objects.values_list("id", flat=True))
+    cases = {
+        "day": (Rows(reads._day_row, (reads.check_date(None, now),)), ()),
+        "goals": (Rows(ranked_goals_query, (("active",), 10)), ()),
+        "priorities": (Rows(ordered_priorities_query, (10,)), ()),
+        "projects": (Rows(project_list_query, (("active",), None, 10)), ("goal",)),
+        "decisions": (Rows(reads._open_decisions, (10,)), ("decided_by",)),
+        "approvals": (Rows(reads._pending_approvals, (10,)), ()),
+        "approval_decisions": (Rows(reads._decisions_of_pending_approvals, (10,)), ()),
+        "directives": (Rows(reads._directives_in_force, (now,), fixed=False), ()),
+        "high": (Rows(reads._high_stakes_beliefs, (25,)), ()),
+        "low": (Rows(reads._low_stakes_beliefs, (10,)), ()),
+        "progress": (Rows(reads._recent_progress, (end, 8)), ("day", "recorded_by")),
+        "observations": (Rows(reads._recent_observations, (end, 8)), ("day", "recorded_by")),
+        "running_run": (Rows(runs.running_run_query), ("holder", "day")),
+        "last_finished_run": (Rows(runs.last_finished_query), ("holder", "day", "ended_by")),
+        "tasks": (Rows(reads._shown_tasks, (task_ids,), fixed=False), ("updated_by", "goal", "project")),
+    }
+    with django_assert_num_queries(1):
+        found, figures = sql.read_many({name: rows for name, (rows, _) in cases.items()})
+    assert figures == {}
+    nonempty = {name for name, rows in found.items() if rows}
+    # Every kind of row is there (so every converter ran), not only empty lists compared.
+    assert nonempty >= {
+        "goals",
+        "priorities",
+        "projects",
+        "decisions",
+        "approvals",
+        "approval_decisions",
+        "high",
+        "low",
+        "progress",
+        "observations",
+        "tasks",
+    }, nonempty
+    for name, (rows, related) in cases.items():
+        expected = list(rows.build(*rows.args))
+        annotations = ("rank",) if name == "tasks" else ()
+        if name == "tasks":
+            found[name].sort(key=lambda t: t.id)
+            expected.sort(key=lambda t: t.id)
+        _same(found[name], expected, related, annotations)
+    # Reading an attached relation asks nothing more (the rows came with the list).
+    with django_assert_num_queries(0):
+        for row in found["progress"] + found["observations"]:
+            assert row.day.date and row.recorded_by.name
+
+
+def test_read_many_carries_json_booleans_floats_and_nulls(agent) -> None:
+    from runs.services import record_observation
+
+    record_observation(
+        principal=agent.principal,
+        kind="world",
+        summary="s",
+        data={"nested": {"a": [1, 2.5, None, True, "x"]}, "n": 1.0, "none": None, "text": 'ü\n"'},
+    )
+    found, _ = sql.read_many({"o": Rows(reads._recent_observations, (timezone.now() + timedelta(days=1), 5))})
+    expected = list(reads._recent_observations(timezone.now() + timedelta(days=1), 5))
+    _same(found["o"], expected, ("day", "recorded_by"))
+    assert found["o"][0].data == expected[0].data
+
+
+# --- no private internals ---------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [
+    path
+    for app in ("operator_site", "beliefs", "goals", "intents", "runs")
+    for path in (ROOT / app).rglob("*.py")
+    if "tests" not in path.parts and "migrations" not in path.parts
+]
+
+
+def test_no_module_uses_the_private_internals_issue_17_names() -> None:
+    found = []
+    for path in SOURCES:
+        text = path.read_text()
+        for needle in ("_set_running_loop", "health_check_done", "as_sql =", "get_compiler ="):
+            if needle in text:
+                found.append(f"{path.relative_to(ROOT)}: {needle}")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in {
+                "django",
+                "asyncio",
+                "mcp",
+            }:
+                found += [
+                    f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+    assert found == []
+
+
+def test_only_the_seam_executes_sql_text() -> None:
+    """Outside operator_site/sql.py no module opens a cursor or hands SQL text to the database."""
+    found = []
+    for path in SOURCES:
+        if path == ROOT / "operator_site" / "sql.py":
+            continue
+        text = path.read_text()
+        for needle in (
+            r"\.cursor\(",
+            r"objects\.raw\(",
+            r"RawSQL\(",
+            r"\.extra\(",
+            r"execute_sql\(",
+            r"\.execute\(",
+        ):
+            if re.search(needle, text):
+                found.append(f"{path.relative_to(ROOT)}: {needle}")
+    assert found == []
+
+
+def test_a_list_compiled_per_call_reuses_its_plan_with_this_calls_values(agent) -> None:
+    now = timezone.now()
+    soon = Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=1), set_by=agent.principal)
+    later = Directive.objects.create(
+        kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal
+    )
+    rows = [
+        sql.read_many({"d": Rows(reads._directives_in_force, (at,), fixed=False)})[0]["d"]
+        for at in (now, now + timedelta(hours=2), now + timedelta(hours=4))
+    ]
+    assert [[d.pk for d in found] for found in rows] == [[soon.pk, later.pk], [later.pk], []]
+    # Another number of ids is another shape, with its own plan; each answers its own ids.
+    one = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk,),), fixed=False)})[0]["t"]
+    two = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk, later.pk),), fixed=False)})[0]["t"]
+    assert [d.pk for d in one] == [soon.pk] and [d.pk for d in two] == [soon.pk, later.pk]
+
+
+def _directives_by_id(ids: tuple[int, ...]) -> Any:
+    return Directive.objects.filter(id__in=list(ids)).order_by("id")
