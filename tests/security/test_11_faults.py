@@ -168,7 +168,12 @@ def test_the_database_restarted_mid_run(make_principal, scorecard) -> None:
     finally:
         _ensure_pg_up()
         stop_uvicorn(server)
-        connection.close()  # this test's own connection died with the server
+        # This process's connections died with the server: its own, and (with DATABASE_POOL) the
+        # idle ones the pool still holds, which look healthy until used. Drop them all; the next
+        # borrow opens fresh ones.
+        connection.close()
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
     outcomes = Counter(outcome for _, _, outcome in log)
     bad = [f"{key}: {outcome}" for _, key, outcome in log if outcome.startswith("BAD")]
     during = Counter(o for t, _, o in log if marks["down"] <= t <= marks["up"])
