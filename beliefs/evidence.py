@@ -37,9 +37,9 @@ from django.utils import timezone
 from beliefs import wording
 from beliefs.models import ConfirmationUse, Instruction
 from beliefs.wording import Sentence
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.proposals import ApprovalEvidence
+from operator_site.refusals import Refusal
 from operator_site.sql import insert_unless_conflict
 
 # Rows examined per lookup: bounded work whatever the history.

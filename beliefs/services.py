@@ -38,7 +38,6 @@ from beliefs.models import (
     stakes_of,
 )
 from beliefs.wording import key_words
-from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,
     EntityChange,
@@ -51,6 +50,7 @@ from operator_site.lineage import (
 )
 from operator_site.models import Notification, Principal
 from operator_site.notifications import unacknowledged_safety_notices
+from operator_site.refusals import Refusal
 from operator_site.sql import create_row, row_where
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope

@@ -56,7 +56,6 @@ from beliefs.evidence import (
     record_confirmation_use,
 )
 from goals.models import Goal, GoalModelChange, GoalModelItem, GoalModelVersion, Priority, Project
-from operator_site.face.envelope import Refusal
 from operator_site.lineage import (
     Committed,
     EntityChange,
@@ -70,6 +69,7 @@ from operator_site.lineage import (
 )
 from operator_site.models import Notification, Principal
 from operator_site.notifications import unacknowledged_safety_notices
+from operator_site.refusals import Refusal
 
 SCOPE = "goal_model"  # notification subject kind, confirmation-use scope
 MAX_CHANGES = 50

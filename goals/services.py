@@ -13,8 +13,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from goals.models import DecisionLogEntry, Task
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 from operator_site.sql import advisory_xact_lock
 
 

@@ -26,7 +26,7 @@ from intents import approval, proposal_page, services
 from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 
 

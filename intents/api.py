@@ -22,7 +22,7 @@ from ninja.security import SessionAuthIsStaff
 
 from intents import approval, services
 from intents.models import Intent
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 
 router = Router(tags=["intents (human channel)"])
 

@@ -48,8 +48,8 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 
 CHANNELS = frozenset({"admin", "api"})
 AFFORDANCES = ("accept", "edit", "respond", "ignore", "reject")

@@ -71,12 +71,12 @@ from intents.gate import PROPOSAL_TYPES
 from intents.models import Intent, IntentStatus
 from intents.services import local_day, local_text, log_event, transition_intent
 from operator_site.errors import log_failure, short_reason
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.powers import EXECUTOR_TOOLS
+from operator_site.refusals import Refusal
 from runs import services as runs
 from runs.brain import BrainError, BrainRefused, call_brain, check_allowed
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
-from runs.powers import EXECUTOR_TOOLS
 
 logger = logging.getLogger("operator.executor")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from intents.models import Intent
 from operator_site import proposals
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 
 # Per kind of change, the values a person may adjust on the Edit form (the rest is what the change
 # is: its operation and its target, which an edit does not move).

@@ -35,10 +35,10 @@ from intents.models import (
 )
 from operator_site import proposals
 from operator_site.errors import log_failure
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
-from operator_site.sql import create_row, directives_in_force, insert_unless_conflict
+from operator_site.refusals import Refusal
+from operator_site.sql import create_row, in_force, insert_unless_conflict
 
 logger = logging.getLogger("operator.intents")
 
@@ -123,7 +123,7 @@ def active_directives(now: datetime | None = None) -> list[Directive]:
     Read on every list call and (later) on every delivery decision; as a raw query it costs a fifth
     of the ORM's compiled one. `Directive.objects.active()` is the same rule for other callers.
     """
-    return directives_in_force(now or timezone.now())
+    return in_force(Directive, now or timezone.now())
 
 
 def is_about(directive_topic: str, *texts: str) -> bool:

@@ -172,9 +172,9 @@ from django.db import models, transaction
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from operator_site.face.envelope import Refusal, VersionConflict
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
+from operator_site.refusals import Refusal, VersionConflict
 from operator_site.sql import advisory_xact_lock, insert_unless_conflict, lock_key, max_value
 
 Image = dict[str, Any]

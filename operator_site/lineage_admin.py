@@ -30,8 +30,8 @@ from django.utils.safestring import SafeString
 
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.display import visible_html
-from operator_site.face.envelope import Refusal
 from operator_site.lineage import Reverter, VersionRecord
+from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 
 

@@ -9,7 +9,7 @@ Two kinds of figures:
   `face/dispatch.py` and `face/endpoint.py`. Counting costs a dict lookup and two increments per
   call (about a microsecond; a call is about two milliseconds: see docs/performance.md). With
   several uvicorn workers, set PROMETHEUS_MULTIPROC_DIR so a scrape adds every worker's counts.
-- **read from the database at scrape time** (`operator_site/health.py`, the same figures as
+- **read from the database at scrape time** (`operator_site/cross_domain/health.py`, the same figures as
   /api/health), so they are right across workers and hosts: intents awaiting approval, undelivered
   notices (safety / ordinary), notices due, the run lock (held, heartbeat age, stale).
 """
@@ -20,16 +20,12 @@ import hmac
 import ipaddress
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-from operator_site import __version__
 
 # Latency buckets for a tool call (seconds): most calls take a few milliseconds; a packet read on
 # a large history, or a call queued behind a busy database, takes longer.
@@ -67,60 +63,14 @@ def count_rejected(reason: str) -> None:
     REJECTED.labels(reason).inc()
 
 
-class DatabaseCollector(Collector):
-    """The figures read at scrape time (the same ones /api/health judges)."""
+_scrape_collectors: list[Collector] = []
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from operator_site.health import figures
 
-        info = GaugeMetricFamily("operator_info", "The running operator.", labels=["version"])
-        info.add_metric([__version__], 1)
-        yield info
-        try:
-            state = figures()
-        except Exception:  # the database is down: say so rather than fail the whole scrape
-            up = GaugeMetricFamily("operator_database_up", "1 when the database answered this scrape.")
-            up.add_metric([], 0)
-            yield up
-            return
-        up = GaugeMetricFamily("operator_database_up", "1 when the database answered this scrape.")
-        up.add_metric([], 1)
-        yield up
-        yield GaugeMetricFamily(
-            "operator_pending_approvals",
-            "Intents awaiting the person's approval.",
-            value=state.pending_approvals,
-        )
-        undelivered = GaugeMetricFamily(
-            "operator_undelivered_notices",
-            "Notices not delivered yet (pending or sending).",
-            labels=["safety"],
-        )
-        undelivered.add_metric(["true"], state.undelivered["safety"])
-        undelivered.add_metric(["false"], state.undelivered["ordinary"])
-        yield undelivered
-        yield GaugeMetricFamily(
-            "operator_late_safety_notices",
-            "Safety notices still undelivered after OPERATOR_HEALTH_UNDELIVERED_S.",
-            value=state.late_safety,
-        )
-        yield GaugeMetricFamily(
-            "operator_notices_due", "Notices due for delivery now.", value=state.notices_due
-        )
-        run = state.run or {}
-        yield GaugeMetricFamily(
-            "operator_run_lock_held", "1 while a run holds the lock.", value=1 if run else 0
-        )
-        yield GaugeMetricFamily(
-            "operator_run_lock_stale",
-            "1 while the running run's heartbeat is older than its stale threshold.",
-            value=1 if run.get("stale") else 0,
-        )
-        yield GaugeMetricFamily(
-            "operator_run_heartbeat_age_seconds",
-            "Seconds since the running run's last heartbeat (0 when no run holds the lock).",
-            value=run.get("heartbeat_age_s", 0),
-        )
+def register_scrape_collector(collector: Collector) -> None:
+    """Add figures read at scrape time (the cross-domain layer registers the database's figures;
+    the kernel does not know the domains)."""
+    if not any(type(c) is type(collector) for c in _scrape_collectors):
+        _scrape_collectors.append(collector)
 
 
 def _registry() -> CollectorRegistry:
@@ -132,7 +82,8 @@ def _registry() -> CollectorRegistry:
     else:
         for collector in (CALLS, LATENCY, REJECTED):
             registry.register(collector)
-    registry.register(DatabaseCollector())
+    for collector in _scrape_collectors:
+        registry.register(collector)
     return registry
 
 

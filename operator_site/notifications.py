@@ -374,12 +374,26 @@ def _seal_digest(digest: Notification) -> Notification:
     return digest
 
 
+# The rule that holds an ordinary notice (a directive in force) belongs to the intents app, which
+# registers it at start-up: the kernel delivers notices without knowing what a directive is.
+HoldRule = Callable[..., "str | None"]
+_hold_rules: list[HoldRule] = []
+
+
+def register_hold_rule(rule: HoldRule) -> None:
+    """`rule(topic=, title=, now=)` answers why an ordinary notice is held, or None."""
+    if rule not in _hold_rules:
+        _hold_rules.append(rule)
+
+
 def hold_reason(notice: Notification, now: datetime) -> str | None:
     if notice.safety:
         return None  # nothing an agent can set holds a safety notice
-    from intents.services import hold_reason as directive_hold_reason  # directives own the rule
-
-    return directive_hold_reason(topic=notice.topic, title=notice.title, now=now)
+    for rule in _hold_rules:
+        reason = rule(topic=notice.topic, title=notice.title, now=now)
+        if reason is not None:
+            return reason
+    return None
 
 
 def release_held(now: datetime | None = None) -> list[int]:

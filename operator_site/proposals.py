@@ -22,8 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 
 MAX_REASON_CHARS = 2000
 

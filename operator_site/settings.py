@@ -478,6 +478,7 @@ INSTALLED_APPS = [
     "goals",
     "intents",
     "runs",
+    "operator_site.cross_domain",  # the top layer (docs/architecture.md, "Layers")
 ]
 
 MIDDLEWARE = [
@@ -495,7 +496,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "operator_site.urls"
+ROOT_URLCONF = "operator_site.cross_domain.urls"
 
 TEMPLATES = [
     {

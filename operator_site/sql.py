@@ -33,7 +33,6 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transac
 from django.db.models import QuerySet
 
 if TYPE_CHECKING:
-    from intents.models import Directive
     from operator_site.models import Principal
 
 M = TypeVar("M", bound=models.Model)
@@ -389,15 +388,14 @@ def take_budget_slot(kind: str, hour: int, cap: int) -> int | None:
     return None if row is None else row[0]
 
 
-def directives_in_force(now: datetime) -> list[Directive]:
-    """Directives not cleared and not expired at `now`, soonest expiry first (the rule of
-    `Directive.objects.active()`), through `QuerySet.raw`: a fifth of the ORM's compiled query."""
-    from intents.models import Directive
-
+def in_force(model: type[M], now: datetime) -> list[M]:
+    """Rows of `model` not cleared and not expired at `now` (its `cleared_at` and `expires_at`),
+    soonest expiry first, through `QuerySet.raw`: a fifth of the ORM's compiled query. The domain
+    states the rule once (e.g. `Directive.objects.active()`); tests/test_sql.py checks they agree."""
     conn = connections[DEFAULT_DB_ALIAS]
+    meta = model._meta
 
     def make(c: Any) -> str:
-        meta = Directive._meta
         quote = c.ops.quote_name
         cleared, expires = (
             quote(meta.get_field("cleared_at").column),
@@ -408,10 +406,8 @@ def directives_in_force(now: datetime) -> list[Directive]:
             f"ORDER BY {expires}, id"
         )
 
-    field = Directive._meta.get_field("expires_at")
-    return list(
-        Directive.objects.raw(memo("directives_in_force", make), [field.get_db_prep_value(now, conn)])
-    )
+    field = meta.get_field("expires_at")
+    return list(model.objects.raw(memo(("in_force", meta.label), make), [field.get_db_prep_value(now, conn)]))
 
 
 def probe() -> None:

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from operator_site.admin import ReadOnlyAdmin
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 from runs import services
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick

@@ -2,7 +2,7 @@
 
 One entry point, `call_brain(caller, tool, arguments)`:
 
-1. the tool must be in the caller's enumerated allowlist (`runs.powers.DOWNSTREAM`); if not, it
+1. the tool must be in the caller's enumerated allowlist (`operator_site.powers.DOWNSTREAM`); if not, it
    raises `BrainRefused` — "executor refused: <tool> is not in the enumerated ian-brain tool
    allowlist" — before any request object, client or connection exists;
 2. without `BRAIN_URL` it raises `BrainNotConfigured` (callers report `brain_not_configured` and
@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
+from operator_site.powers import DOWNSTREAM
 from runs.client import ClientError, DeadlineExceeded, call_tool_once, refusal_message
-from runs.powers import DOWNSTREAM
 
 
 class BrainError(Exception):

@@ -184,8 +184,8 @@ class OperatorClient:
 
     @classmethod
     def for_runner(cls, role: str, url: str, token: str, **options: Any) -> OperatorClient:
-        """A client holding one runner's enumerated allowlist (runs/powers.py), e.g. "morning"."""
-        from runs.powers import ROLES
+        """A client holding one runner's enumerated allowlist (operator_site/powers.py), e.g. "morning"."""
+        from operator_site.powers import ROLES
 
         key = role if role in ROLES else f"{role}-runner"
         if key not in ROLES:

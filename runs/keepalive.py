@@ -21,8 +21,8 @@ from types import TracebackType
 
 from django.db import connection, transaction
 
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 from runs import services
 
 logger = logging.getLogger("operator.runs")

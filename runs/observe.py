@@ -40,8 +40,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from operator_site.errors import log_failure, short_reason
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 from runs import services
 from runs.brain import BrainError, call_brain, check_allowed
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive

@@ -38,8 +38,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 from operator_site.sql import create_row, row_where
 from runs.models import (
     DEFAULT_STALE_AFTER_S,

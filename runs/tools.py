@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from typing import Annotated, Any, Literal
 
 from django.utils import timezone
 from pydantic import Field
 
-from operator_site import reads
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
-from runs import services, ticks
+from runs import services
 from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
 
 FinishStatus = Literal["ok", "error", "skipped", "cancelled", "stale"]
@@ -278,64 +276,3 @@ def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str,
             "the observation is stored tainted."
         )
     return answer
-
-
-# --- ticks and the record of recent days --------------------------------------------------------------
-TickMode = Literal["morning", "start", "check-in", "night", "status"]
-
-
-class TickArgs(ToolArgs):
-    mode: TickMode = Field(
-        description="morning (open the day, sweep, return the context packet), start or check-in (record "
-        "what changed since the previous tick), night (close the day with its summary), status (the same "
-        "figures, writing nothing)."
-    )
-    date: datetime.date | None = Field(
-        None,
-        description="The local date (YYYY-MM-DD, OPERATOR_TIME_ZONE) the tick is for; default today. Only "
-        "night (to close a past day late) and status accept a date other than today.",
-    )
-
-
-@tool(
-    "operator_tick",
-    tool_class=ToolClass.WRITE,
-    args=TickArgs,
-    title="Run a tick",
-    examples=[{"mode": "status"}, {"mode": "check-in"}, {"mode": "morning"}],
-)
-def run_tick(call: ToolCall, args: TickArgs) -> dict[str, Any]:
-    """Run a tick of the operator day. `morning` opens today's day (idempotent), marks a dead run
-    stale, expires lapsed approvals, releases notices whose directive lapsed, and returns the context
-    packet. `start` and `check-in` record a progress entry saying what changed since the previous
-    tick (new intents, decisions, task moves, observations). `night` closes the day with a summary
-    (tasks done, intents created/approved/blocked, decisions, runs) stored on the day; a second night
-    changes nothing. `status` reports the same figures and writes nothing. Never calls any remote
-    service."""
-    return ticks.run_tick(principal=call.principal, mode=args.mode, day=args.date)
-
-
-class HistoryArgs(ToolArgs):
-    days: int = Field(
-        reads.HISTORY_DEFAULT_DAYS,
-        ge=1,
-        le=reads.HISTORY_MAX_DAYS,
-        description=f"How many recent local dates, today included (default {reads.HISTORY_DEFAULT_DAYS}, "
-        f"at most {reads.HISTORY_MAX_DAYS}).",
-    )
-
-
-@tool(
-    "operator_history",
-    tool_class=ToolClass.READ,
-    snapshot=True,
-    args=HistoryArgs,
-    title="Recent operator days",
-    examples=[{}, {"days": 30}],
-)
-def history(call: ToolCall, args: HistoryArgs) -> dict[str, Any]:
-    """Recent operator days, newest first: per day its state and night summary, its ticks, progress,
-    runs, the intents created and the decisions made (approval decisions and logged strategic
-    decisions) — counts, and the few most recent items of each — and how many observations were
-    recorded (never their text). Days with no activity are left out and counted."""
-    return reads.history(days=args.days)

@@ -26,7 +26,7 @@ from django.db import connection
 
 from beliefs.models import WorldModelVersion
 from goals.models import DecisionLogEntry
-from operator_site import backup
+from operator_site.cross_domain import backup
 from operator_site.models import Principal
 from tests.fixtures import ROOT, call
 

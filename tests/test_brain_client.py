@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from runs import powers
+from operator_site import powers
 from runs.brain import BrainNotConfigured, BrainRefused, BrainTimeout, call_brain
 from tests.brain_server import OUTSIDE_EVERY_LIST, DripFeedServer, ListeningSocket, running_brain
 
@@ -125,7 +125,7 @@ def test_the_brain_client_module_loads_no_model_or_embedding_library() -> None:
     probe = (
         "import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'operator_site.settings');"
         "os.environ.setdefault('SECRET_KEY', 'x'); import django; django.setup();"
-        "import runs.brain, runs.powers; print(','.join(sorted(m for m in sys.modules)))"
+        "import runs.brain, operator_site.powers; print(','.join(sorted(m for m in sys.modules)))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     modules = set(loaded.strip().split(","))

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from goals.models import Task
+from operator_site import powers
 from operator_site.models import AuditEvent
-from runs import powers
 from runs.client import (
     ClientError,
     DeadlineExceeded,

@@ -90,7 +90,7 @@ def test_ensure_owner_creates_token_and_login_once(settings) -> None:
     ],
 )
 def test_scoped_roles_take_their_tools_from_the_powers_module(args: list[str], name: str, role: str) -> None:
-    from runs.powers import ROLES
+    from operator_site.powers import ROLES
 
     token = _run("create", *args).strip().splitlines()[-1]
     principal = authenticate(token)

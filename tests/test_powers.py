@@ -1,11 +1,11 @@
-"""Scoped principals hold exactly the powers runs/powers.py grants them, checked over the registry."""
+"""Scoped principals hold exactly the powers the power table grants them, checked over the registry."""
 
 from __future__ import annotations
 
 import pytest
 
+from operator_site import powers
 from operator_site.face import registry
-from runs import powers
 from tests.fixtures import asgi_http, call, orm
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]

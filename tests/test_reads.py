@@ -19,9 +19,10 @@ from goals.models import Goal, Priority, Project, Task
 from goals.services import update_task
 from intents.models import Intent
 from intents.services import ActionInput, record_intent, set_directive, update_decision
-from operator_site import reads
-from operator_site.face.envelope import Refusal, to_json
+from operator_site.cross_domain import reads
+from operator_site.face.envelope import to_json
 from operator_site.models import AuditEvent
+from operator_site.refusals import Refusal
 from runs import services as runs
 from runs.models import Observation, OperatorDay, ProgressEntry
 from tests.fixtures import asgi_http, call, orm

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from intents.models import Directive
 from operator_site.face import registry
 from operator_site.face.dispatch import ToolCall, _run_in_transaction
-from operator_site.face.envelope import VersionConflict
 from operator_site.models import AuditEvent, Principal
+from operator_site.refusals import VersionConflict
 from operator_site.sql import insert_unless_conflict
 from tests.fixtures import mcp_client
 

@@ -28,7 +28,7 @@ from django.db import connection
 from goals.models import Task
 from goals.services import update_task
 from intents.services import ActionInput, record_intent
-from operator_site import reads, sql
+from operator_site.cross_domain import reads, sql
 from operator_site.face import dispatch
 from runs import services as runs
 from tests.security.helpers import run_tool

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from intents.models import Directive
-from operator_site import reads, sql
+from operator_site.cross_domain import reads, sql
 from operator_site.models import AuditEvent, Notification, NotificationBudget, Principal, RateCounter
 from operator_site.sql import Rows, insert_row, insert_unless_conflict, row_where, rows_where
 
@@ -164,7 +164,7 @@ def test_directives_in_force_are_the_orm_rule(agent) -> None:
     Directive.objects.create(
         kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal, cleared_at=now
     )
-    raw = sql.directives_in_force(now)
+    raw = sql.in_force(Directive, now)
     orm = list(Directive.objects.active(now).order_by("expires_at", "id"))
     assert [_fields(d) for d in raw] == [_fields(d) for d in orm] and len(raw) == 2
 

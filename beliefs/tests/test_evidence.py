@@ -11,8 +11,8 @@ from beliefs.evidence import Claim, check_confirmation
 from beliefs.models import Belief, ConfirmationUse, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
 from operator_site.face.auth import issue_token, revoke
-from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent, Notification
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from beliefs import services
 from beliefs.models import Belief
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from django.db import IntegrityError, transaction
 from beliefs import services
 from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
-from operator_site.face.envelope import Refusal, VersionConflict
 from operator_site.lineage import Draft
 from operator_site.models import AppendOnlyError, Notification
+from operator_site.refusals import Refusal, VersionConflict
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from beliefs.models import Belief, Instruction, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
 from intents import services as directives
 from operator_site import notifications
-from operator_site.face.envelope import Refusal
 from operator_site.models import Notification
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.db import connection
 
 from goals import services
 from goals.models import DecisionLogEntry, Task
-from operator_site.face.envelope import Refusal
 from operator_site.models import AppendOnlyError
+from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, mcp_client, orm, tool_json
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from django.utils import timezone
 from beliefs.models import Instruction
 from intents import approval, services
 from intents.models import Decision, Intent, IntentEvent
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 

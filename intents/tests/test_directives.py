@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from intents import services
 from intents.models import Directive
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, orm
 
 pytestmark = pytest.mark.django_db

@@ -30,8 +30,8 @@ from django.utils import timezone
 
 from intents import approval, executor, services
 from intents.models import Intent, IntentEvent
+from operator_site import powers
 from operator_site.models import Principal
-from runs import powers
 from runs import services as runs
 from runs.models import Run
 from tests import brain_server

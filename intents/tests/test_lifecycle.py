@@ -11,7 +11,7 @@ import pytest
 
 from intents import approval, services
 from intents.models import Decision, Intent, IntentEvent
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, orm
 
 STATUSES = [

@@ -16,8 +16,8 @@ from goals import goal_model
 from goals.models import Goal, GoalModelVersion
 from intents import approval
 from intents.models import Decision, Intent, IntentStatus
-from operator_site.face.envelope import Refusal
 from operator_site.models import Notification
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 
 from intents import approval, services
 from intents.models import Decision, Intent, IntentEvent
-from operator_site.face.envelope import Refusal
 from operator_site.models import Notification
+from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, orm
 
 RACERS = 8

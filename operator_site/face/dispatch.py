@@ -33,9 +33,10 @@ from operator_site import metrics
 from operator_site.errors import log_failure
 from operator_site.face import door
 from operator_site.face.db import run_db
-from operator_site.face.envelope import Refusal, envelope
+from operator_site.face.envelope import envelope
 from operator_site.face.registry import ToolSpec
 from operator_site.models import AuditEvent, Principal
+from operator_site.refusals import Refusal
 from operator_site.sql import read_snapshot
 
 logger = logging.getLogger("operator.face")

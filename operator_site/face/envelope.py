@@ -1,13 +1,8 @@
-"""The one envelope every tool answers in, the refusal shape, and the version-race wrapper.
+"""The one envelope every tool answers in: a single text block of indented JSON.
 
-Seed §4.1: "Every tool returns the same envelope: a single text content block containing the
-result serialised as indented JSON. Advisor writes, which can collide on a version race, are
-wrapped so that a rare collision surfaces as {ok:false, retry:true} rather than a rejected call —
-the write itself is atomic and rolls back cleanly."
-
-Services signal "no" by raising `Refusal` (or `VersionConflict`). The dispatcher runs every tool
-inside one transaction, so raising rolls back everything the call wrote, and the refusal becomes
-an ordinary result: `{"ok": false, "error": <code>, "reason": <sentence>, ...}`.
+Services signal "no" by raising `operator_site.refusals.Refusal`; the dispatcher rolls the call
+back and the refusal becomes an ordinary result, `{"ok": false, "error": <code>, "reason": ...}`
+(docs/architecture.md, "The envelope and refusals").
 """
 
 from __future__ import annotations
@@ -18,33 +13,6 @@ from typing import Any
 import orjson
 from django.core.serializers.json import DjangoJSONEncoder
 from mcp_types import CallToolResult, TextContent
-
-
-class Refusal(Exception):
-    """A domain "no": becomes `{"ok": false, "error": code, "reason": reason, **extra}`.
-
-    Raising it inside a tool rolls back everything the call wrote.
-    """
-
-    def __init__(self, code: str, reason: str, **extra: Any) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-        self.extra = extra
-
-    def as_result(self) -> dict[str, Any]:
-        return {"ok": False, "error": self.code, "reason": self.reason, **self.extra}
-
-
-class VersionConflict(Refusal):
-    """A lost optimistic-version race: nothing was written, the caller should re-read and retry."""
-
-    def __init__(
-        self,
-        reason: str = "Another write landed first; nothing was written. Re-read and retry.",
-        **extra: Any,
-    ) -> None:
-        super().__init__("version_conflict", reason, retry=True, **extra)
 
 
 class _Encoder(DjangoJSONEncoder):

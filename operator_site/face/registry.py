@@ -17,8 +17,6 @@ MCP annotations from it.
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
 import json
 import types
 import typing
@@ -27,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from django.utils.module_loading import autodiscover_modules
 from mcp_types import Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
@@ -68,9 +67,6 @@ SEED_ORDER: tuple[str, ...] = (
     "operator_run_heartbeat",
     "operator_run_finish",
 )
-
-# The apps whose `tools` module (where it exists) declares tools; importing it registers them.
-TOOL_APPS: tuple[str, ...] = ("operator_site", "beliefs", "goals", "intents", "runs")
 
 
 class ToolArgs(BaseModel):
@@ -259,9 +255,9 @@ _loaded = False
 def _load() -> None:
     global _loaded
     if not _loaded:
-        for app in TOOL_APPS:
-            if importlib.util.find_spec(f"{app}.tools") is not None:
-                importlib.import_module(f"{app}.tools")
+        # Each installed app's `tools` module (where it has one) declares its tools; importing it
+        # registers them. Django's own discovery, as the admin finds `admin` modules.
+        autodiscover_modules("tools")
         _loaded = True
 
 

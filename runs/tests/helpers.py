@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 
 
 def attempt(fn: Callable[..., Any], /, **kwargs: Any) -> Any:

@@ -25,7 +25,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from runs import services
 from runs.models import Run
 from runs.tests.helpers import attempt

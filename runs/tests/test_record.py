@@ -9,8 +9,8 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from operator_site.face.envelope import Refusal
 from operator_site.models import AppendOnlyError
+from operator_site.refusals import Refusal
 from runs import services
 from runs.models import Observation, OperatorDay, ProgressEntry
 from runs.tests.helpers import attempt

@@ -9,8 +9,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent
+from operator_site.refusals import Refusal
 from runs import services
 from runs.models import OperatorDay, Run
 from runs.tests.helpers import attempt

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from runs import powers
+from operator_site import powers
 from tests.fixtures import ROOT, Holder
 
 # Hypothesis keeps its caches in the data folder, not in the work tree.

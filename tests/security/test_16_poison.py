@@ -37,11 +37,11 @@ from django.utils import timezone
 from intents import executor, services
 from intents.models import Intent, IntentStatus
 from operator_site import notifications
+from operator_site.cross_domain import ticks
 from operator_site.face import registry
 from operator_site.models import AuditEvent, Notification
 from runs import observe as observe_module
 from runs import services as runs
-from runs import ticks
 from runs.models import Observation, Run
 from runs.observe import Probe, observe
 from tests.brain_server import running_brain
@@ -310,7 +310,7 @@ def test_expiry_one_poisoned_intent_does_not_stop_the_sweep(principals, scorecar
 def test_tick_command_one_step_after_the_tick_raising_leaves_the_other_done(
     principals, scorecard, monkeypatch, settings, brain, capsys, failing: str
 ) -> None:
-    from runs.management.commands import operator_tick as command
+    from operator_site.cross_domain.management.commands import operator_tick as command
 
     settings.OPERATOR_OBSERVE_PROBES = [
         {"name": "up", "tool": "actions_shell_run", "arguments": {"command": "uptime"}}

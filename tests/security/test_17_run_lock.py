@@ -31,7 +31,7 @@ from django.test import Client
 from django.utils import timezone
 
 from intents import services as intent_services
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from runs import services
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
 from runs.models import Run

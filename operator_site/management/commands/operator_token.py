@@ -21,7 +21,7 @@ from django.db import transaction
 from operator_site.face.auth import issue_token, revoke
 from operator_site.face.registry import SEED_ORDER
 from operator_site.models import Principal
-from runs.powers import ROLES
+from operator_site.powers import ROLES
 
 
 class Command(BaseCommand):
@@ -35,7 +35,7 @@ class Command(BaseCommand):
         kind.add_argument("--human", action="store_true", help="a person on the human allowlist")
         kind.add_argument("--agent", action="store_true", help="an autonomous agent")
         kind.add_argument(
-            "--runner", choices=["morning", "night"], help="a scoped autonomous runner (runs/powers.py)"
+            "--runner", choices=["morning", "night"], help="a scoped autonomous runner (docs/powers.md)"
         )
         kind.add_argument(
             "--onboarding", action="store_true", help="the onboarding agent: read-only context tools"
@@ -68,7 +68,7 @@ class Command(BaseCommand):
         )
         if role:
             if opts["tools"] is not None:
-                raise CommandError("a scoped role's tools come from runs/powers.py; --tools does not apply")
+                raise CommandError("a scoped role's tools come from the power table; --tools does not apply")
             opts = {**opts, "agent": True, "tools": ",".join(ROLES[role]), "name": opts["name"] or role}
         if not opts["name"]:
             raise CommandError("give the principal a NAME")

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 from runs.keepalive import WORKER_STALE_AFTER_S
 from runs.observe import observe
 

@@ -89,7 +89,7 @@ def render_markdown() -> str:
     lines = [
         "# Powers: granted and withheld",
         "",
-        "Generated from `runs/powers.py` and the tool registry by `python3 manage.py operator_powers`;",
+        "Generated from the power table and the tool registry by `python3 manage.py operator_powers`;",
         "a test fails when this file and the code disagree.",
         "",
         "## Tools of the operator, and who may call them",

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from operator_site.backup import BackupError, import_archive
+from operator_site.cross_domain.backup import BackupError, import_archive
 
 
 class Command(BaseCommand):

@@ -18,11 +18,12 @@ from goals.services import update_task
 from intents.approval import approve_intent
 from intents.models import Intent
 from intents.services import ActionInput, record_intent, set_directive
-from operator_site.face.envelope import Refusal
+from operator_site.cross_domain.reads import operator_tz
 from operator_site.models import AuditEvent, Notification
 from operator_site.notifications import deliver_due, notify
-from operator_site.reads import operator_tz
-from runs import services, ticks
+from operator_site.refusals import Refusal
+from operator_site.cross_domain import ticks
+from runs import services
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 from runs.tests.helpers import attempt
 from tests.fixtures import ROOT, asgi_http, call, orm
@@ -335,9 +336,9 @@ def test_ticks_and_reads_import_no_brain_or_observe_module() -> None:
     fresh interpreter, importing them loads neither the brain client nor the observe step."""
     forbidden = {"runs.brain", "runs.observe", "intents.executor"}
     for path in (
-        ROOT / "runs" / "ticks.py",
-        ROOT / "operator_site" / "reads.py",
-        ROOT / "operator_site" / "tools.py",
+        ROOT / "operator_site" / "cross_domain" / "ticks.py",
+        ROOT / "operator_site" / "cross_domain" / "reads.py",
+        ROOT / "operator_site" / "cross_domain" / "tools.py",
     ):
         tree = ast.parse(Path(path).read_text())
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
@@ -345,7 +346,8 @@ def test_ticks_and_reads_import_no_brain_or_observe_module() -> None:
         }
         assert not imported & forbidden, (path, imported & forbidden)
     code = (
-        "import django, sys; django.setup(); import runs.ticks, operator_site.reads, operator_site.tools; "
+        "import django, sys; django.setup(); "
+        "from operator_site.cross_domain import ticks, reads, tools; "
         "print(sorted(m for m in sys.modules if m in {'runs.brain', 'runs.observe', 'intents.executor'}))"
     )
     out = subprocess.run(

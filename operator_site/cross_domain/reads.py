@@ -50,9 +50,9 @@ from goals.services import task_dict
 from intents.models import OPEN_DECISION_STATUSES, Decision, Directive, Intent, IntentStatus
 from intents.services import decision_dict, directive_dict, intent_dict
 from operator_site import sql
-from operator_site.face.envelope import Refusal
 from operator_site.models import AuditEvent, Notification
 from operator_site.proposals import kind_of
+from operator_site.refusals import Refusal
 from operator_site.sql import Rows
 from runs import services as runs
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick

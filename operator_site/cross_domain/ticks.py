@@ -41,11 +41,11 @@ from django.utils import timezone
 
 from intents.models import Directive
 from intents.services import expire_pending
-from operator_site import reads
+from operator_site.cross_domain import reads
 from operator_site.errors import failed_step, log_failure
-from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import release_held, request_delivery
+from operator_site.refusals import Refusal
 from runs import services
 from runs.models import OperatorDay, Run, Tick
 

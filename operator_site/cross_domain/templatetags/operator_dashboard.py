@@ -4,7 +4,7 @@ from typing import Any
 
 from django import template
 
-from operator_site.dashboard import review_summary
+from operator_site.cross_domain.dashboard import review_summary
 
 register = template.Library()
 

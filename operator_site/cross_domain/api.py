@@ -1,7 +1,7 @@
 """The small typed JSON API under /api/ (django-ninja), with its OpenAPI schema at /api/openapi.json.
 
 - `GET /api/health`: what is degraded — the database and its migrations (503 when down), the
-  deliverer's backlog, safety notices still undelivered, a stale run (operator_site/health.py).
+  deliverer's backlog, safety notices still undelivered, a stale run (operator_site/cross_domain/health.py).
 - `GET /api/tools`: the tool catalogue the bearer's principal may call (the same list `tools/list`
   gives over MCP).
 
@@ -19,9 +19,9 @@ from ninja.security import HttpBearer
 
 from intents.api import router as intents_router
 from operator_site import __version__
+from operator_site.cross_domain.health import report as health_report
 from operator_site.face import registry
 from operator_site.face.auth import authenticate
-from operator_site.health import report as health_report
 from operator_site.models import Principal
 
 api = NinjaAPI(title="The operator", version=__version__, urls_namespace="api")

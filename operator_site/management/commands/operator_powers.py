@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from runs.powers import render_markdown
+from operator_site.powers import render_markdown
 
 
 class Command(BaseCommand):

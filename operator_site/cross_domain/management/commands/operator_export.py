@@ -1,5 +1,5 @@
 """`python3 manage.py operator_export [--output FILE] [--with-token-digests]`: write one
-self-describing archive of the whole operator (operator_site/backup.py), and FILE.sha256 beside it.
+self-describing archive of the whole operator (cross_domain/backup.py), and FILE.sha256 beside it.
 Safe while the service runs: it reads one consistent snapshot and blocks no writer."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from operator_site.backup import export_archive
+from operator_site.cross_domain.backup import export_archive
 
 
 class Command(BaseCommand):

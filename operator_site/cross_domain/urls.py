@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
-from operator_site.api import api
+from operator_site.cross_domain.api import api
 from operator_site.metrics import metrics_view
 from operator_site.views import revert_link
 

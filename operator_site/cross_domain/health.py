@@ -13,6 +13,7 @@ Plain reads, no lock, nothing written; every figure is one indexed query.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,7 +23,10 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Min
 from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from operator_site import __version__
 from operator_site.sql import ping
 
 UNDELIVERED_STATES = ("pending", "sending")
@@ -125,3 +129,57 @@ def report(now: datetime | None = None) -> tuple[int, dict[str, Any]]:
         checks=checks,
     )
     return (503 if down else 200), body
+
+
+class DatabaseCollector(Collector):
+    """The figures read at scrape time (the same ones /api/health judges)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily("operator_info", "The running operator.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+        try:
+            state = figures()
+        except Exception:  # the database is down: say so rather than fail the whole scrape
+            up = GaugeMetricFamily("operator_database_up", "1 when the database answered this scrape.")
+            up.add_metric([], 0)
+            yield up
+            return
+        up = GaugeMetricFamily("operator_database_up", "1 when the database answered this scrape.")
+        up.add_metric([], 1)
+        yield up
+        yield GaugeMetricFamily(
+            "operator_pending_approvals",
+            "Intents awaiting the person's approval.",
+            value=state.pending_approvals,
+        )
+        undelivered = GaugeMetricFamily(
+            "operator_undelivered_notices",
+            "Notices not delivered yet (pending or sending).",
+            labels=["safety"],
+        )
+        undelivered.add_metric(["true"], state.undelivered["safety"])
+        undelivered.add_metric(["false"], state.undelivered["ordinary"])
+        yield undelivered
+        yield GaugeMetricFamily(
+            "operator_late_safety_notices",
+            "Safety notices still undelivered after OPERATOR_HEALTH_UNDELIVERED_S.",
+            value=state.late_safety,
+        )
+        yield GaugeMetricFamily(
+            "operator_notices_due", "Notices due for delivery now.", value=state.notices_due
+        )
+        run = state.run or {}
+        yield GaugeMetricFamily(
+            "operator_run_lock_held", "1 while a run holds the lock.", value=1 if run else 0
+        )
+        yield GaugeMetricFamily(
+            "operator_run_lock_stale",
+            "1 while the running run's heartbeat is older than its stale threshold.",
+            value=1 if run.get("stale") else 0,
+        )
+        yield GaugeMetricFamily(
+            "operator_run_heartbeat_age_seconds",
+            "Seconds since the running run's last heartbeat (0 when no run holds the lock).",
+            value=run.get("heartbeat_age_s", 0),
+        )
