@@ -14,9 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 from goals.services import log_decision
 from intents.services import ActionInput, record_intent, update_decision
-from operator_site.cross_domain import reads
+from operator_site.cross_domain import reads, ticks
 from operator_site.cross_domain.reads import operator_tz
-from operator_site.cross_domain import ticks
 from runs import services
 from runs.models import Observation, ProgressEntry
 from tests.fixtures import asgi_http, call, orm

@@ -15,13 +15,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from operator_site.cross_domain import ticks
+from operator_site.cross_domain.management.commands import operator_tick as command
+from operator_site.cross_domain.tests.test_ticks import row_counts
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from operator_site.cross_domain import ticks
 from runs import services
-from operator_site.cross_domain.management.commands import operator_tick as command
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
-from operator_site.cross_domain.tests.test_ticks import row_counts
 from tests.fixtures import ROOT, database_url_of_this_run
 
 pytestmark = pytest.mark.django_db

@@ -18,11 +18,11 @@ from goals.services import update_task
 from intents.approval import approve_intent
 from intents.models import Intent
 from intents.services import ActionInput, record_intent, set_directive
+from operator_site.cross_domain import ticks
 from operator_site.cross_domain.reads import operator_tz
 from operator_site.models import AuditEvent, Notification
 from operator_site.notifications import deliver_due, notify
 from operator_site.refusals import Refusal
-from operator_site.cross_domain import ticks
 from runs import services
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 from runs.tests.helpers import attempt
