@@ -28,7 +28,8 @@ from django.db import connection
 from goals.models import Task
 from goals.services import update_task
 from intents.services import ActionInput, record_intent
-from operator_site.cross_domain import reads, sql
+from operator_site import sql
+from operator_site.cross_domain.reads import days, packet, paged_state
 from operator_site.face import dispatch
 from runs import services as runs
 from tests.security.helpers import run_tool
@@ -143,7 +144,7 @@ def _hook(monkeypatch: pytest.MonkeyPatch, agent: Any, tool: str) -> None:
         "operator_history": once(lambda: (_progress(agent, 92), _intent(agent, 92))),
     }
     fire = fires[tool]
-    real_board, real_decision_dict, real_top_per = reads._board, reads.decision_dict, reads._top_per
+    real_board, real_decision_dict, real_top_per = packet._board, paged_state.decision_dict, days._top_per
     calls = {"top_per": 0}
 
     def board(*args: Any, **kwargs: Any) -> Any:
@@ -162,9 +163,9 @@ def _hook(monkeypatch: pytest.MonkeyPatch, agent: Any, tool: str) -> None:
         return real_top_per(*args, **kwargs)
 
     patched = {
-        "operator_context_packet": (reads, "_board", board),
-        "operator_state": (reads, "decision_dict", decision_dict),
-        "operator_history": (reads, "_top_per", top_per),
+        "operator_context_packet": (packet, "_board", board),
+        "operator_state": (paged_state, "decision_dict", decision_dict),
+        "operator_history": (days, "_top_per", top_per),
     }
     monkeypatch.setattr(*patched[tool])
 

@@ -16,8 +16,10 @@ from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from goals.models import Task
 from intents.models import Directive
-from operator_site.cross_domain import reads, sql
+from operator_site import sql
+from operator_site.cross_domain import reads
 from operator_site.models import AuditEvent, Notification, NotificationBudget, Principal, RateCounter
 from operator_site.sql import Rows, insert_row, insert_unless_conflict, row_where, rows_where
 
@@ -220,7 +222,7 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
     from goals.goal_model import ordered_priorities_query, project_list_query, ranked_goals_query
     from runs import services as runs
 
-    task_ids = tuple(reads.Task.objects.values_list("id", flat=True))
+    task_ids = tuple(Task.objects.values_list("id", flat=True))
     cases = {
         "day": (Rows(reads._day_row, (reads.check_date(None, now),)), ()),
         "goals": (Rows(ranked_goals_query, (("active",), 10)), ()),

@@ -1,5 +1,5 @@
 """MCP tools of the top layer: the orientation packet, the paged state, the record of recent days
-and the tick (reads.py and ticks.py hold the work; these are thin)."""
+and the tick (reads/ and ticks.py hold the work; these are thin)."""
 
 from __future__ import annotations
 
