@@ -1,4 +1,4 @@
-"""Every power the operator grants, in one place (seed §4.6 and Figure 5).
+"""Every power the operator grants, in one place (docs/powers.md is generated from it).
 
 Two directions:
 
@@ -100,7 +100,7 @@ def render_markdown() -> str:
         "| tool | class | " + " | ".join(roles) + " |",
         "|---|---|" + "---|" * len(roles),
     ]
-    for name in registry.SEED_ORDER:
+    for name in registry.DECLARED_TOOLS:
         marks = " | ".join("yes" if name in ROLES[role] else "—" for role in roles)
         lines.append(f"| `{name}` | {classes.get(name, 'not built yet')} | {marks} |")
     lines += [

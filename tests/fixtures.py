@@ -133,7 +133,8 @@ async def rpc(
 
 
 async def call(http: httpx2.AsyncClient, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A raw tools/call in the seed's shape; returns the decoded text block (asserting the framing)."""
+    """A raw tools/call in the runners' request shape (docs/client.md); returns the decoded text
+    block (asserting the framing)."""
     response = await rpc(http, "tools/call", {"name": name, "arguments": arguments})
     assert response.status_code == 200, response.text
     message = parse_sse(response.text)

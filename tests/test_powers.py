@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 def test_onboarding_holds_only_read_tools() -> None:
     for name in powers.ONBOARDING_TOOLS:
-        assert name in registry.SEED_ORDER
+        assert name in registry.DECLARED_TOOLS
         spec = registry.get(name)
         if spec is not None:  # every onboarding tool that exists is a read
             assert spec.tool_class is registry.ToolClass.READ, name

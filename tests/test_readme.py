@@ -23,7 +23,7 @@ def test_the_readme_lists_the_24_tools_one_line_each_in_registry_order() -> None
     listed = re.findall(
         r"^- `(operator_[a-z_]+)` — \*\*.+\*\* \((read|write|gated|intent)\)\. .+\.$", block, re.M
     )
-    assert [name for name, _ in listed] == registry.names() == list(registry.SEED_ORDER)
+    assert [name for name, _ in listed] == registry.names() == list(registry.DECLARED_TOOLS)
     assert len(listed) == 24
     assert block == docs.render_tool_list().removesuffix(docs.TOOLS_END)
 

@@ -17,7 +17,7 @@ from operator_site.refusals import VersionConflict
 from operator_site.sql import insert_unless_conflict
 from tests.fixtures import mcp_client
 
-SEED_TOOL_COUNT = 24
+DECLARED_TOOL_COUNT = 24
 
 
 def _assert_one_indented_json_block(result: Any) -> dict[str, Any]:
@@ -33,9 +33,9 @@ def _assert_one_indented_json_block(result: Any) -> dict[str, Any]:
 
 def test_registry_holds_only_seed_tools_in_seed_order() -> None:
     names = registry.names()
-    assert len(registry.SEED_ORDER) == SEED_TOOL_COUNT
-    assert len(set(registry.SEED_ORDER)) == SEED_TOOL_COUNT
-    assert names == [n for n in registry.SEED_ORDER if n in names]
+    assert len(registry.DECLARED_TOOLS) == DECLARED_TOOL_COUNT
+    assert len(set(registry.DECLARED_TOOLS)) == DECLARED_TOOL_COUNT
+    assert names == [n for n in registry.DECLARED_TOOLS if n in names]
     assert {"operator_set_directive", "operator_clear_directive", "operator_list_directives"} <= set(names)
 
 
@@ -50,7 +50,7 @@ def test_annotations_follow_the_tool_class() -> None:
 
 
 def test_a_tool_outside_the_seed_cannot_be_declared() -> None:
-    with pytest.raises(ValueError, match="not one of the seed"):
+    with pytest.raises(ValueError, match="not one of the 24 declared tools"):
         registry.tool(
             "operator_approve_intent",
             tool_class=registry.ToolClass.WRITE,
@@ -195,7 +195,7 @@ async def test_tools_list_for_a_full_access_principal_stays_small(owner) -> None
         response = await rpc(http, "tools/list")
     assert response.status_code == 200
     tools = parse_sse(response.text)["result"]["tools"]
-    assert len(tools) == SEED_TOOL_COUNT
+    assert len(tools) == DECLARED_TOOL_COUNT
     # Issue 19's target is 24 KB; this pins what the compaction reached (docs/performance.md): the
     # rest is the tools' own words (descriptions), which stay complete.
     assert len(response.content) <= 39_500, len(response.content)

@@ -151,7 +151,7 @@ async def test_tools_list_offers_no_approval_to_any_principal(owner, agent, make
                 listed = (await client.list_tools()).tools
             names = [tool.name for tool in listed]
             assert names, holder.name
-            assert set(names) <= set(registry.SEED_ORDER)
+            assert set(names) <= set(registry.DECLARED_TOOLS)
             assert not [name for name in names if "approv" in name], holder.name
             if holder is runner:
                 assert "operator_update_action_intent" not in names

@@ -9,7 +9,7 @@ ways to get from the event loop to the ORM, chosen per database by `OPERATOR_DB_
   holds (Django keeps one persistent connection per thread). A slow database delays the calls that
   need it, never the event loop.
 - **inline** (the default for SQLite): the work runs on the event-loop thread itself, synchronously,
-  the way the seed's own implementation uses its embedded SQLite. An SQLite "query" is a function
+  the way a single-process server uses an embedded SQLite. An SQLite "query" is a function
   call into the C library, not a network round trip, and handing it to a thread costs more than
   doing it: measured on this design, two thread hops per call (with the GIL changing hands four
   times) took longer than the SQL they carried. Each unit of work runs to completion without

@@ -7,7 +7,7 @@ Order of events for a call to a registered tool:
 2. The arguments are validated against the tool's pydantic model (the same model its published
    `inputSchema` was derived from); a bad argument is an `isError` result naming the field.
 3. `actor`, where the tool takes one, is overwritten with the principal's identity. What the caller
-   claimed goes to the audit row only (seed §4.1, Article III §3.7).
+   claimed goes to the audit row only (docs/security.md, check 7).
 4. On a worker thread: one transaction runs the tool and appends the audit row. A `Refusal`
    (including a lost version race) rolls the whole transaction back, and the refusal and its audit
    row are written on their own. Nothing is ever half-written. (A read on PostgreSQL needs no
@@ -193,7 +193,7 @@ def _run_in_transaction(
     except Refusal as refusal:
         outcome = AuditEvent.Outcome.REFUSED
         # The transaction above is rolled back: the refusal (a lost version race included: the
-        # seed's {ok: false, retry: true}) leaves only its audit row behind.
+        # {ok: false, retry: true}) leaves only its audit row behind.
         _guarded_audit(call, spec, AuditEvent.Outcome.REFUSED, refusal.code, started, args_digest, claimed)
         return envelope(refusal.as_result())
     except DataError:

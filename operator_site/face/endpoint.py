@@ -1,4 +1,4 @@
-"""`/mcp`: one stateless, bearer-protected POST route on the official MCP SDK (seed §4.1).
+"""`/mcp`: one stateless, bearer-protected POST route on the official MCP SDK.
 
 The guards run in this order, each answering before the next looks at anything:
 

@@ -31,7 +31,7 @@ _ORJSON = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH
 
 
 def to_json(result: Any) -> str:
-    """The envelope's text: indented JSON (seed §4.1), unicode kept readable.
+    """The envelope's text: indented JSON, unicode kept readable.
 
     Written by orjson: with indentation the standard library's encoder is pure Python, and for
     the orientation packet (tens of KB) it was some 40 % of the call. What orjson refuses (an

@@ -1,7 +1,7 @@
 """The tool registry: every tool the face serves, declared next to its app's models.
 
 Each app declares its tools in `<app>/tools.py` with the `@tool` decorator and a pydantic argument
-model (the Python counterpart of the seed's Zod schemas). The registry turns each declaration into
+model (the Python counterpart of a TypeScript server's Zod schemas). The registry turns each declaration into
 the MCP `Tool` description ONCE, at import: the `inputSchema` is derived from the argument model the
 way the SDK's own tool registration derives it, and every per-request server lists these prebuilt
 objects (re-registering per request costs ~23 ms; reusing costs nothing).
@@ -10,7 +10,7 @@ objects (re-registering per request costs ~23 ms; reusing costs nothing).
 request-state key and a logging set-up on every request, which the per-request design pays for on
 every call.)
 
-The registry also knows each tool's class (seed §4.2: read, write, gated, intent) and derives the
+The registry also knows each tool's class (read, write, gated, intent: docs/powers.md) and derives the
 MCP annotations from it.
 """
 
@@ -40,8 +40,8 @@ class ToolClass(StrEnum):
     INTENT = "intent"
 
 
-# Seed §4.3, "All 24 tools, in declaration order". tools/list follows this order.
-SEED_ORDER: tuple[str, ...] = (
+# All 24 tools, in their declared order (README, "The 24 tools"). tools/list follows this order.
+DECLARED_TOOLS: tuple[str, ...] = (
     "operator_context_packet",
     "operator_state",
     "operator_user_world_model",
@@ -202,8 +202,8 @@ def tool(
     """Declare a tool. The function's docstring is the description a model reads; `examples` are
     valid argument sets (published in the input schema, and exercised by the registry tests).
     `snapshot=True` (reads only): the read's queries see one snapshot of the database."""
-    if name not in SEED_ORDER:
-        raise ValueError(f"{name} is not one of the seed's 24 tools")
+    if name not in DECLARED_TOOLS:
+        raise ValueError(f"{name} is not one of the 24 declared tools")
     if snapshot and tool_class is not ToolClass.READ:
         raise ValueError(f"{name}: only a read takes a snapshot (a write runs in its own transaction)")
     if not examples:
@@ -267,9 +267,9 @@ def get(name: str) -> ToolSpec | None:
 
 
 def all_tools() -> list[ToolSpec]:
-    """Every registered tool, in the seed's declaration order."""
+    """Every registered tool, in the declared order."""
     _load()
-    return [_REGISTRY[name] for name in SEED_ORDER if name in _REGISTRY]
+    return [_REGISTRY[name] for name in DECLARED_TOOLS if name in _REGISTRY]
 
 
 def names() -> list[str]:

@@ -1,5 +1,5 @@
-"""The per-request MCP server: the SDK's low-level `Server`, built for one principal (seed §4.1:
-"a fresh McpServer instance is constructed for each request and closed when the response closes")."""
+"""The per-request MCP server: the SDK's low-level `Server`, built for one principal; a fresh one
+for each request, closed when the response closes (stateless `/mcp`)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ async def post(
     headers: dict[str, str] | list[tuple[str, str]] | None = None,
     path: str = "/mcp",
 ) -> httpx2.Response:
-    """POST a raw body to /mcp with the seed's headers unless `headers` overrides them."""
+    """POST a raw body to /mcp with the runners' headers (docs/client.md) unless `headers` overrides them."""
     if isinstance(headers, list):
         merged: Any = headers
     else:
@@ -46,7 +46,7 @@ def message_of(response: httpx2.Response) -> dict[str, Any] | None:
 
 def envelope_of(message: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The decoded single text block of a tools/call result, and its isError flag. Asserts the shape:
-    exactly one text block holding indented JSON (seed §4.1)."""
+    exactly one text block holding indented JSON (docs/architecture.md, "A request to `/mcp`")."""
     result = message["result"]
     content = result["content"]
     assert isinstance(content, list) and len(content) == 1, message

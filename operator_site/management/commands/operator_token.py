@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from operator_site.face.auth import issue_token, revoke
-from operator_site.face.registry import SEED_ORDER
+from operator_site.face.registry import DECLARED_TOOLS
 from operator_site.models import Principal
 from operator_site.powers import ROLES
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         if raw is None:
             return None
         tools = [t.strip() for t in raw.split(",") if t.strip()]
-        unknown = [t for t in tools if t not in SEED_ORDER]
+        unknown = [t for t in tools if t not in DECLARED_TOOLS]
         if unknown:
             raise CommandError(f"unknown tool(s): {', '.join(unknown)}")
         return tools
