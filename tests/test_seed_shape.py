@@ -1,7 +1,7 @@
 """The request shape the runners send (docs/client.md), reproduced byte for byte with a raw HTTP
-client: the same headers, a bearer token, no
-protocol-version header, no prior initialize — answered as one SSE `event: message` carrying one
-text block of indented JSON (the tool result nested one level inside the MCP envelope)."""
+client: the same headers, a bearer token, no protocol-version header, no prior initialize —
+answered as one SSE `event: message` carrying one text block of indented JSON (the tool result
+nested one level inside the MCP envelope)."""
 
 from __future__ import annotations
 
