@@ -30,6 +30,7 @@ SLOW_FILES = frozenset(
         "tests/security/test_11_faults.py",
         "tests/security/test_15_deadlines.py",
         "tests/security/test_18_token_rotation.py",
+        "tests/security/test_19_admin_crawl.py",
         "tests/test_mcp_clients.py",
         "tests/test_serving.py",
         "tests/test_access_log.py",
