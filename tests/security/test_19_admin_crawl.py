@@ -539,6 +539,9 @@ def _hits(decisions_before: int) -> list[str]:
     return bad
 
 
+# Thousands of admin requests: minutes on a loaded 2-core machine. pytest-timeout interrupting it
+# mid-query would leave the test database's connection unusable for every later test.
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize(("zone_name", "posts"), [(EAST, True), (WEST, False)])
 def test_every_admin_page_and_action_over_hostile_and_extreme_rows(
     principals, scorecard, settings, django_user_model, zone_name: str, posts: bool
