@@ -41,6 +41,7 @@ from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.sql import insert_unless_conflict
+from operator_site.versioned import EvidenceGate
 
 # Rows examined per lookup: bounded work whatever the history.
 _SCAN = 5000
@@ -167,28 +168,6 @@ def evidence_summary(evidence: Confirmation | ApprovalEvidence | None) -> dict[s
     if isinstance(evidence, ApprovalEvidence):
         return {"approval": evidence.decision, "intent": evidence.intent}
     return None
-
-
-def evidence_from_columns(
-    instruction_id: int | None, span: str, approval_id: int | None
-) -> dict[str, Any] | None:
-    """A live row's evidence (a belief's, a goal's) as its image records it: the instruction and
-    sentence that said it, or the approval decision that accepted it; None without either."""
-    if instruction_id:
-        return {"instruction": instruction_id, "span": span}
-    if approval_id:
-        return {"approval": approval_id, "span": span}
-    return None
-
-
-def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
-    """The columns a live row keeps of an image's evidence (the inverse of `evidence_from_columns`)."""
-    evidence = evidence or {}
-    return {
-        "evidence_instruction_id": evidence.get("instruction"),
-        "evidence_span": evidence.get("span") or "",
-        "evidence_approval": evidence.get("approval"),
-    }
 
 
 # --- finding the person's words ----------------------------------------------------------------------
@@ -616,3 +595,12 @@ def record_confirmation_use(confirmation: Confirmation, *, version: int) -> None
                 rule="once",
                 instruction=confirmation.instruction.id,
             )
+
+
+def _record_use(evidence: Any, version: int) -> None:
+    if isinstance(evidence, Confirmation):  # an approval is spent by its decision, not here
+        record_confirmation_use(evidence, version=version)
+
+
+# The gate every versioned model's high-stakes writes pass (`operator_site.versioned`).
+GATE = EvidenceGate(check=check_confirmation, record_use=_record_use, summary=evidence_summary)

@@ -913,9 +913,10 @@ class Reverter:
         return out
 
 
+@dataclass(frozen=True)
 class LineageRevertHandler:
     """The one-tap link behind a notice (`operator_site.notifications.RevertHandler`): undo the
-    version the notice reports. Subclass it and set `reverter`."""
+    version the notice reports (registered by `operator_site.versioned.VersionedModel.register`)."""
 
     reverter: Reverter
 

@@ -27,16 +27,16 @@ from goals.goal_model.reading import (
     ranked_goals_query,
     resolve_link,
 )
-from goals.goal_model.revert import (
+from goals.goal_model.state import GOAL_MODEL, current_version, image_of, verify_consistency
+from goals.goal_model.versioning import (
     REVERTER,
-    GoalModelRevertHandler,
+    VERSIONED,
     describe_restore,
     describe_undo,
     restore_version,
     revert_goal_model,
     undo_version,
 )
-from goals.goal_model.state import GOAL_MODEL, current_version, image_of, verify_consistency
 from goals.goal_model.writing import apply_goal_change, reconcile_goal_model
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
     "PROJECT",
     "REVERTER",
     "SCOPE",
-    "GoalModelRevertHandler",
+    "VERSIONED",
     "ItemKind",
     "apply_goal_change",
     "current_version",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from goals.models import Goal, GoalModelItem, Priority, Project
+from operator_site import versioned
 
 SCOPE = "goal_model"  # notification subject kind, confirmation-use scope
 MAX_CHANGES = 50
@@ -75,11 +76,11 @@ PROJECT_SETTABLE_STATUSES = ("active", "paused", "done")
 
 
 def entity_of(kind: ItemKind, item_id: int) -> str:
-    return f"{kind.name}/{item_id}"
+    return versioned.entity(kind.name, item_id)
 
 
 def split_entity(entity: str) -> tuple[ItemKind, int]:
-    name, _, number = entity.partition("/")
+    name, number = versioned.split(entity)
     return KINDS[name], int(number)
 
 

@@ -22,9 +22,11 @@ from goals.goal_model.kinds import (
 )
 from goals.goal_model.state import Resolution, State, resolve
 from goals.goal_model.validation import Op, project_status, rank_field, text_field
+from operator_site import versioned
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import Image
 from operator_site.models import Principal
+from operator_site.versioned import provenance
 
 
 @dataclass
@@ -326,11 +328,7 @@ def post_images(base: State, planned: Planned, principal: Principal, number: int
             old = base.items[name].get(item_id)
             if old is not None and all(old.get(f) == image.get(f) for f in kind.content):
                 continue
-            image.update(
-                source={"id": principal.id, "name": principal.name, "kind": principal.kind},
-                set_in_version=number,
-                evidence=None,
-            )
+            image.update(provenance(principal, number))
             images[entity_of(kind, item_id)] = image
     for entity, kind in ORDERED.items():
         if state.orders[kind.name] != base.orders[kind.name]:
@@ -406,7 +404,8 @@ _VERBS = {
 }
 
 
-def summary_of(planned: Planned) -> str:
+def summary_of(planned: Planned, principal: Principal) -> str:
+    """The version's summary: what each change that changes something did."""
     parts = []
     for effect in planned.effects:
         if not effect.changed:
@@ -416,5 +415,4 @@ def summary_of(planned: Planned) -> str:
         if effect.op.op in ("rerank", "move") or (effect.op.op == "add" and effect.order_after):
             text += f" (#{effect.order_after.index(effect.item_id) + 1})" if effect.order_after else ""
         parts.append(text)
-    text = "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more" if len(parts) > 5 else "")
-    return text
+    return versioned.summary_text(parts, principal, shown=5)

@@ -8,12 +8,12 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 
-from goals.goal_model.kinds import GOAL, KINDS, ORDERED, PRIORITY, PROJECT, REMOVED, SCOPE, split_entity
+from goals.goal_model.kinds import GOAL, KINDS, ORDERED, PRIORITY, PROJECT, REMOVED, split_entity
 from goals.goal_model.state import GOAL_MODEL, State, current_version, image_of, resolve
+from goals.goal_model.versioning import VERSIONED
 from goals.models import Goal, GoalModelItem, Priority, Project
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import Image
-from operator_site.notifications import unacknowledged_safety_notices
 
 
 # --- reading (the context packet, answers, the admin) ------------------------------------------------
@@ -105,11 +105,7 @@ def project_dict(project: Project) -> dict[str, Any]:
 
 
 def pending_notices(limit: int = 20) -> list[dict[str, Any]]:
-    notices = unacknowledged_safety_notices().filter(subject_kind=SCOPE)[:limit]
-    return [
-        {"id": n.id, "kind": n.kind, "title": n.title, "version": n.subject_id, "created": n.created_at}
-        for n in notices
-    ]
+    return VERSIONED.pending_notices(limit)
 
 
 def goal_model_snapshot(*, as_of_version: int | None = None, include_removed: bool = False) -> dict[str, Any]:
@@ -119,12 +115,7 @@ def goal_model_snapshot(*, as_of_version: int | None = None, include_removed: bo
     if as_of_version is None:
         state = State.load()
     else:
-        if not 0 <= as_of_version <= current:
-            raise Refusal(
-                "version_not_found",
-                f"The goal model has no version {as_of_version} (current: {current}).",
-                current_version=current,
-            )
+        VERSIONED.check_as_of(as_of_version, current)
         images = GOAL_MODEL.state_as_of(as_of_version)
         state = State({name: {} for name in KINDS}, {GOAL.name: [], PRIORITY.name: []})
         for entity, image in images.items():

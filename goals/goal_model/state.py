@@ -11,7 +11,6 @@ from typing import Any
 
 from django.utils import timezone
 
-from beliefs.evidence import evidence_columns, evidence_from_columns
 from goals.goal_model.kinds import (
     GOAL,
     KINDS,
@@ -27,6 +26,7 @@ from goals.goal_model.kinds import (
 from goals.models import GoalModelChange, GoalModelItem, GoalModelVersion, Project
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import Image, Lineage
+from operator_site.versioned import provenance_columns, provenance_of
 
 
 # --- entities and images ---------------------------------------------------------------------------
@@ -40,11 +40,7 @@ def image_of(kind: ItemKind, row: GoalModelItem) -> Image:
     }
     if kind is PROJECT:
         image["goal"] = row.goal_id  # type: ignore[attr-defined]
-    image.update(
-        source={"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
-        set_in_version=row.set_in_version,
-        evidence=evidence_from_columns(row.evidence_instruction_id, row.evidence_span, row.evidence_approval),
-    )
+    image.update(provenance_of(row))
     return image
 
 
@@ -99,12 +95,7 @@ class GoalModelStore:
             "detail": image["detail"],
             "status": image["status"],
             "present": True,
-            "source_principal_id": image["source"]["id"],
-            "source_name": image["source"]["name"],
-            "source_kind": image["source"]["kind"],
-            "set_in_version": image["set_in_version"],
-            **evidence_columns(image.get("evidence")),
-            "last_version": version.number,
+            **provenance_columns(image, version.number),
             "updated_at": timezone.now(),
         }
         if kind is PROJECT:

@@ -11,14 +11,10 @@ from typing import Any
 from django.db import transaction
 
 from beliefs.evidence import (
+    GATE,
     ApprovalEvidence,
-    Confirmation,
-    check_confirmation,
-    evidence_summary,
-    record_confirmation_use,
 )
-from goals.goal_model.kinds import ORDERED, SCOPE, is_high_stakes
-from goals.goal_model.notices import announce, change_dict
+from goals.goal_model.describing import change_dict
 from goals.goal_model.planning import (
     Planned,
     allocate,
@@ -31,16 +27,18 @@ from goals.goal_model.planning import (
 from goals.goal_model.reading import goal_dict, goal_image, ranked_goals
 from goals.goal_model.state import GOAL_MODEL, State, current_version, verify_consistency
 from goals.goal_model.validation import Op, clean_ops, goal_action_op
+from goals.goal_model.versioning import VERSIONED, announce
 from operator_site.face.envelope import Refusal
 from operator_site.lineage import Committed
 from operator_site.models import Notification, Principal
+from operator_site.versioned import Evidence
 
 
 @dataclass
 class Outcome:
     committed: Committed | None
     planned: Planned
-    confirmation: Confirmation | ApprovalEvidence | None
+    confirmation: Evidence | None
     high_stakes: bool
     notice: Notification | None = None
 
@@ -78,31 +76,20 @@ def _write(
             return Outcome(None, planned, None, False)
         allocate(planned, principal, draft.number)
         images = post_images(base, planned, principal, draft.number)
-        high = any(is_high_stakes(entity) for entity in images)
-        confirmation: Confirmation | ApprovalEvidence | None = None
-        if high:
-            confirmation = approval or check_confirmation(
-                confirmed=confirmed, quote=quote, scope=SCOPE, claims=claims_of(planned), now=now
-            )
-            for entity, image in images.items():
-                if image is not None and entity not in ORDERED and is_high_stakes(entity):
-                    image["evidence"] = confirmation.image_evidence(entity)
-        committed = GOAL_MODEL.commit(
+        written = VERSIONED.commit(
             draft,
             principal=principal,
             images=images,
-            evidence=confirmation.as_evidence() if confirmation else None,
-            summary=f"{summary_of(planned)} (by {principal.name})",
-            fields={
-                "high_stakes": high,
-                "evidence_instruction": getattr(confirmation, "instruction", None),
-            },
+            summary=summary_of(planned, principal),
+            claims=lambda: claims_of(planned),
+            confirmed=confirmed,
+            quote=quote,
+            now=now,
+            approval=approval,
         )
-        if isinstance(confirmation, Confirmation):
-            record_confirmation_use(confirmation, version=committed.version.number)
         verify_consistency()
-    outcome = Outcome(committed, planned, confirmation, high)
-    outcome.notice = announce(committed, confirmation)
+    outcome = Outcome(written.committed, planned, written.evidence, written.high_stakes)
+    outcome.notice = announce(written.committed, written.evidence)
     return outcome
 
 
@@ -151,7 +138,7 @@ def apply_goal_change(
         "ranking": ranked_goals(statuses=None),
         "changes": [change_dict(c) for c in committed.changes],
         "high_stakes": outcome.high_stakes,
-        "evidence": evidence_summary(outcome.confirmation),
+        "evidence": GATE.summary(outcome.confirmation),
         "notification": outcome.notice.id if outcome.notice else None,
     }
 
@@ -214,6 +201,6 @@ def reconcile_goal_model(
         "resolution": outcome.planned.resolution,
         "changes": [change_dict(c) for c in committed.changes],
         "high_stakes": outcome.high_stakes,
-        "evidence": evidence_summary(outcome.confirmation),
+        "evidence": GATE.summary(outcome.confirmation),
         "notification": outcome.notice.id if outcome.notice else None,
     }

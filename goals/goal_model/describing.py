@@ -1,12 +1,11 @@
-"""What a goal-model version says to the person: readable before/after rows (notices, the admin,
-confirmation pages), one change as a tool's answer shows it, and the notice every version sends."""
+"""What a goal-model version did, readable: before/after rows (notices, the admin, confirmation
+pages) and one change as a tool's answer shows it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beliefs.evidence import ApprovalEvidence, Confirmation
 from goals.goal_model.kinds import (
     GOAL,
     GOAL_RANKING,
@@ -14,28 +13,11 @@ from goals.goal_model.kinds import (
     PRIORITY,
     PRIORITY_ORDER,
     PROJECT,
-    SCOPE,
     ItemKind,
     split_entity,
 )
-from goals.goal_model.state import GOAL_MODEL
-from operator_site.lineage import Committed, EntityChange, Image, diff_images, notify_version
-from operator_site.models import Notification
-
-
-# --- notices ---------------------------------------------------------------------------------------
-def announce(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:
-    """Every version — a change or a revert, whatever its stakes — notifies the person: with a safety
-    notice if it touched anything high-stakes (goals, priorities, their rankings), else with an
-    ordinary one (projects only: held, capped and digested like any other, so free edits can never
-    bury a safety notice)."""
-    lines = []
-    high = False
-    for row in readable_rows(committed.changes):
-        marker = "HIGH-STAKES " if row["stakes"] == "high" else ""
-        high = high or row["stakes"] == "high"
-        lines.append(f"- {marker}{row['what']}: {row['before'] or '—'} → {row['after'] or '—'}")
-    return notify_version(GOAL_MODEL, SCOPE, committed, lines, confirmation=confirmation, safety=high)
+from operator_site import versioned
+from operator_site.lineage import EntityChange, Image
 
 
 # --- describing (answers, notices, admin pages, the one-tap link) -------------------------------------
@@ -97,15 +79,8 @@ def readable_rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
                 "goal": f"#{goal_id} {goal_labels.get(goal_id, '')}".strip() if goal_id else None,
             }
 
-        for diff in diff_images(shown(change.before), shown(change.after), kind.content):
-            rows.append(
-                {
-                    "what": name if diff["field"] == "*" else f"{name} · {diff['field']}",
-                    "before": "" if diff["before"] is None else str(diff["before"]),
-                    "after": "" if diff["after"] is None else str(diff["after"]),
-                    "stakes": "high" if kind.high_stakes else "low",
-                }
-            )
+        stakes = "high" if kind.high_stakes else "low"
+        rows += versioned.diff_rows(name, shown(change.before), shown(change.after), kind.content, stakes)
     return rows
 
 
@@ -118,14 +93,10 @@ def change_dict(change: EntityChange) -> dict[str, Any]:
             "after": (change.after or {}).get("order", []),
         }
     kind, item_id = split_entity(change.entity)
-
-    def side(image: Image | None) -> dict[str, Any] | None:
-        return None if image is None else {f: image.get(f) for f in kind.content}
-
     return {
         "entity": kind.name,
         "id": item_id,
         "stakes": "high" if kind.high_stakes else "low",
-        "before": side(change.before),
-        "after": side(change.after),
+        "before": versioned.side(change.before, kind.content),
+        "after": versioned.side(change.after, kind.content),
     }

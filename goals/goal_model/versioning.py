@@ -1,14 +1,18 @@
-"""Reverting the goal model: the lineage's `Reverter`, bound to the goal model's own parts."""
+"""The goal model as a versioned model (`operator_site.versioned`): its reverter, the notice every
+version sends, and `VERSIONED`, which its writes commit through and its AppConfig registers."""
 
 from __future__ import annotations
 
-from goals.goal_model.kinds import PROJECT, entity_of, is_high_stakes, split_entity
-from goals.goal_model.notices import announce, change_dict, readable_rows
+from beliefs.evidence import GATE
+from goals.goal_model.describing import change_dict, readable_rows
+from goals.goal_model.kinds import PROJECT, SCOPE, entity_of, is_high_stakes, split_entity
 from goals.goal_model.state import GOAL_MODEL, verify_consistency
 from goals.models import Project
+from operator_site import versioned
 from operator_site.face.envelope import Refusal
-from operator_site.lineage import Committed, LineageRevertHandler, Plan, Reverter
+from operator_site.lineage import Committed, Plan, Reverter
 from operator_site.models import Notification
+from operator_site.versioned import Evidence, VersionedModel
 
 
 # --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
@@ -45,6 +49,20 @@ def _refuse_dangling(plan: Plan) -> None:
     )
 
 
+def announce(committed: Committed, evidence: Evidence | None) -> Notification:
+    """Every version — a change or a revert, whatever its stakes — notifies the person: with a safety
+    notice if it touched anything high-stakes (goals, priorities, their rankings), else with an
+    ordinary one (projects only: held, capped and digested like any other, so free edits can never
+    bury a safety notice)."""
+    rows = readable_rows(committed.changes)
+    lines = [
+        versioned.notice_line(r["what"], r["before"] or "—", r["after"] or "—", high=r["stakes"] == "high")
+        for r in rows
+    ]
+    high = any(r["stakes"] == "high" for r in rows)
+    return VERSIONED.notify(committed, lines, evidence=evidence, safety=high)
+
+
 def _notify_revert(committed: Committed, high_stakes: bool) -> Notification:
     """Every revert is announced, whatever its stakes (as every goal-model write is)."""
     return announce(committed, None)
@@ -64,6 +82,7 @@ REVERTER = Reverter(
     verify=verify_consistency,
     savepoint=True,  # like every write of the goal model: a Refusal leaves nothing written
 )
+VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 # Undo one version, bring the whole goal model back to a version, the revert tool (the caller's own
 # last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
 # (`operator_site.lineage.Reverter`), bound above to the goal model's own parts.
@@ -72,9 +91,3 @@ restore_version = REVERTER.restore
 revert_goal_model = REVERTER.revert
 describe_undo = REVERTER.describe_undo
 describe_restore = REVERTER.describe_restore
-
-
-class GoalModelRevertHandler(LineageRevertHandler):
-    """The one-tap link behind a goal-model notice: undo the version the notice reports."""
-
-    reverter = REVERTER
