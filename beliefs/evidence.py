@@ -1,26 +1,7 @@
 """Confirmation evidence: a high-stakes change is authorised only by the person's own words saying
-this change. docs/world-model.md ("The evidence rule") states the rules with examples; the words
-they read are in `beliefs.wording`.
-
-A quote passes when, in order (each failure is its own refusal, naming the rule and what the quote
-lacked, and nothing is written):
-
-1. the person's (``confirmation_not_found`` / ``confirmation_stale``): it is in one instruction a
-   human principal recorded, that principal is still active, and the row is inside the window;
-2. whole statements (``confirmation_fragment``): its words are exactly one whole sentence of that
-   instruction, or a run of consecutive whole sentences;
-3. firm (``confirmation_not_firm``): no question, hedge or condition in those sentences (or in a
-   line that runs on into them);
-4. bound (``confirmation_unbound``): for each change, one of the sentences holds every significant
-   word of the target's key or title, every significant word of the new value, the operation's
-   cue word where it needs one, and the position a re-rank names;
-5. same polarity (``confirmation_polarity``): every negation in the context is the change's own
-   (in its new value, its key, or a negative cue like "no longer"), and every negation of the new
-   value is in the sentence;
-6. once (``confirmation_reused``): each change has a sentence of its own, never used before.
-
-The goal model calls the same check with ``scope="goal_model"``.
-"""
+this change. docs/world-model.md ("The evidence rule") states the six rules with examples; each
+failure is its own refusal naming the rule. The words the rules read are in `beliefs.wording`; the
+world model and the goal model (``scope="goal_model"``) run the same check, through `GATE`."""
 
 from __future__ import annotations
 

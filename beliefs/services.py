@@ -31,7 +31,8 @@ from beliefs.models import (
 from beliefs.wording import key_words
 from operator_site import versioned
 from operator_site.face.envelope import Refusal
-from operator_site.lineage import Committed, EntityChange, Image, Lineage, Reverter
+from operator_site.lineage import Committed, EntityChange, Image, Lineage
+from operator_site.lineage_revert import Reverter
 from operator_site.models import Notification, Principal
 from operator_site.sql import create_row, row_where
 from operator_site.versioned import VersionedModel, provenance, provenance_columns, provenance_of
@@ -390,7 +391,7 @@ def _notify_revert(committed: Committed, high_stakes: bool) -> Notification | No
     return VERSIONED.notify(committed, _notice_lines(committed.changes), closing=closing)
 
 
-# --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
+# --- reverting (`operator_site.lineage_revert.Reverter`: the admin, the one-tap link, the tool) ---
 def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
     """Readable before/after rows: one per changed field of each belief."""
     return [
@@ -417,7 +418,7 @@ REVERTER = Reverter(
 VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 # Undo one version, bring the whole world model back to a version, the revert tool (the caller's own
 # last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
-# (`operator_site.lineage.Reverter`), bound above to the world model's own parts.
+# (`operator_site.lineage_revert.Reverter`), bound above to the world model's own parts.
 undo_version = REVERTER.undo
 restore_version = REVERTER.restore
 revert_world_model = REVERTER.revert

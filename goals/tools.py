@@ -137,12 +137,12 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
 
 
 # --- the goal model --------------------------------------------------------------------------------------
-CONFIRMED_FIELD = Field(  # the seed's field name
+CONFIRMED_FIELD = Field(  # camelCase: the published name
     None,
     description="true only if the person confirmed this in the conversation. Needed, with a quote, for "
     "any change to goals or priorities; the flag alone proves nothing.",
 )
-QUOTE_FIELD = Field(  # the seed's field name
+QUOTE_FIELD = Field(  # camelCase: the published name
     None,
     max_length=2000,
     description=QUOTE_DESCRIPTION,

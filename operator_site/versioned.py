@@ -18,12 +18,10 @@ from operator_site.lineage import (
     Draft,
     Image,
     Lineage,
-    LineageRevertHandler,
-    Reverter,
-    Rows,
     diff_images,
     notify_version,
 )
+from operator_site.lineage_revert import LineageRevertHandler, Reverter, Rows
 from operator_site.models import Notification, Principal
 from operator_site.notifications import register_revert_handler, unacknowledged_safety_notices
 

@@ -10,12 +10,13 @@ from goals.goal_model.state import GOAL_MODEL, verify_consistency
 from goals.models import Project
 from operator_site import versioned
 from operator_site.face.envelope import Refusal
-from operator_site.lineage import Committed, Plan, Reverter
+from operator_site.lineage import Committed, Plan
+from operator_site.lineage_revert import Reverter
 from operator_site.models import Notification
 from operator_site.versioned import Evidence, VersionedModel
 
 
-# --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
+# --- reverting (`operator_site.lineage_revert.Reverter`: the admin, the one-tap link, the tool) ---
 def _refuse_dangling(plan: Plan) -> None:
     """A revert that would take away a goal a present project still links to (linked by a version
     the revert does not undo) is a conflict: refuse rather than leave a dangling link."""
@@ -85,7 +86,7 @@ REVERTER = Reverter(
 VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 # Undo one version, bring the whole goal model back to a version, the revert tool (the caller's own
 # last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
-# (`operator_site.lineage.Reverter`), bound above to the goal model's own parts.
+# (`operator_site.lineage_revert.Reverter`), bound above to the goal model's own parts.
 undo_version = REVERTER.undo
 restore_version = REVERTER.restore
 revert_goal_model = REVERTER.revert
