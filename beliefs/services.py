@@ -416,14 +416,6 @@ REVERTER = Reverter(
     restore_noop_note="The model already holds the state of version {number}.",
 )
 VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
-# Undo one version, bring the whole world model back to a version, the revert tool (the caller's own
-# last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
-# (`operator_site.lineage_revert.Reverter`), bound above to the world model's own parts.
-undo_version = REVERTER.undo
-restore_version = REVERTER.restore
-revert_world_model = REVERTER.revert
-describe_undo = REVERTER.describe_undo
-describe_restore = REVERTER.describe_restore
 
 
 # --- reading ----------------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, 
     undo its own changes this way, and may not put back an undone high-stakes change: that needs the
     person's fresh words, as a new write). A revert is itself a new version; reverting a high-stakes
     change notifies the person."""
-    return services.revert_world_model(
+    return services.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )
 

@@ -317,6 +317,6 @@ def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, An
     agent may only undo its own changes this way, and may not put back an undone goal or priority
     change without the person's fresh words). A revert is itself a new version and notifies the
     person."""
-    return goal_model.revert_goal_model(
+    return goal_model.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )

@@ -58,23 +58,15 @@ class Reverter:
         self, *, number: int, principal: Principal, expected_version: int | None = None
     ) -> dict[str, Any]:
         """Undo one version: what it touched goes back to its exact pre-image."""
-        with self._atomic():
-            draft = self.lineage.begin(expected_version)
-            with self.lineage.stable(draft):
-                plan = self.lineage.plan_undo(self.lineage.get(number))
-                self.check_powers(plan, principal)
-                return self._commit(draft, plan, principal)
+        return self._act(
+            principal, expected_version, lambda draft: self.lineage.plan_undo(self.lineage.get(number))
+        )
 
     def restore(
         self, *, number: int, principal: Principal, expected_version: int | None = None
     ) -> dict[str, Any]:
         """Bring the whole model back to its state at version `number` (itself a new version)."""
-        with self._atomic():
-            draft = self.lineage.begin(expected_version)
-            with self.lineage.stable(draft):
-                plan = self.lineage.plan_restore(number)
-                self.check_powers(plan, principal)
-                return self._commit(draft, plan, principal)
+        return self._act(principal, expected_version, lambda draft: self.lineage.plan_restore(number))
 
     def revert(
         self, *, principal: Principal, to_version: int | None = None, expected_version: int | None = None
@@ -82,25 +74,37 @@ class Reverter:
         """A revert tool: without `to_version`, undo the last change that has not been reverted —
         anyone's for the person (a human principal), the caller's own for an agent; with it,
         `restore` that version."""
+        if to_version is not None:
+            return self.restore(number=to_version, principal=principal, expected_version=expected_version)
+        return self._act(
+            principal,
+            expected_version,
+            lambda draft: self.lineage.plan_undo(self._last_change(principal, draft)),
+        )
+
+    def _act(
+        self, principal: Principal, expected_version: int | None, plan_of: Callable[[Draft], Plan]
+    ) -> dict[str, Any]:
         with self._atomic():
-            if to_version is not None:
-                return self.restore(number=to_version, principal=principal, expected_version=expected_version)
             draft = self.lineage.begin(expected_version)
             with self.lineage.stable(draft):
-                target = self.lineage.last_unreverted(None if principal.is_human else principal)
-                if target is None:
-                    label = self.lineage.label.replace(" ", "-")
-                    raise Refusal(
-                        "nothing_to_revert",
-                        f"There is no {label} change that is not already reverted."
-                        if principal.is_human
-                        else f"{principal.name} has no {label} change that is not already reverted. An "
-                        "agent undoes only its own changes; the person reverts anything.",
-                        current_version=draft.base,
-                    )
-                plan = self.lineage.plan_undo(target)
+                plan = plan_of(draft)
                 self.check_powers(plan, principal)
                 return self._commit(draft, plan, principal)
+
+    def _last_change(self, principal: Principal, draft: Draft) -> VersionRecord:
+        target = self.lineage.last_unreverted(None if principal.is_human else principal)
+        if target is None:
+            label = self.lineage.label.replace(" ", "-")
+            raise Refusal(
+                "nothing_to_revert",
+                f"There is no {label} change that is not already reverted."
+                if principal.is_human
+                else f"{principal.name} has no {label} change that is not already reverted. An "
+                "agent undoes only its own changes; the person reverts anything.",
+                current_version=draft.base,
+            )
+        return target
 
     def check_powers(self, plan: Plan, principal: Principal) -> None:
         """What an agent may not revert (the person may revert anything): anyone else's change

@@ -32,11 +32,6 @@ from goals.goal_model.state import GOAL_MODEL, current_version, image_of, verify
 from goals.goal_model.versioning import (
     REVERTER,
     VERSIONED,
-    describe_restore,
-    describe_undo,
-    restore_version,
-    revert_goal_model,
-    undo_version,
 )
 from goals.goal_model.writing import apply_goal_change, reconcile_goal_model
 
@@ -52,8 +47,6 @@ __all__ = [
     "ItemKind",
     "apply_goal_change",
     "current_version",
-    "describe_restore",
-    "describe_undo",
     "entity_of",
     "goal_dict",
     "goal_model_snapshot",
@@ -71,9 +64,6 @@ __all__ = [
     "ranked_goals_query",
     "reconcile_goal_model",
     "resolve_link",
-    "restore_version",
-    "revert_goal_model",
     "split_entity",
-    "undo_version",
     "verify_consistency",
 ]

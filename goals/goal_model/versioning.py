@@ -84,11 +84,3 @@ REVERTER = Reverter(
     savepoint=True,  # like every write of the goal model: a Refusal leaves nothing written
 )
 VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
-# Undo one version, bring the whole goal model back to a version, the revert tool (the caller's own
-# last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
-# (`operator_site.lineage_revert.Reverter`), bound above to the goal model's own parts.
-undo_version = REVERTER.undo
-restore_version = REVERTER.restore
-revert_goal_model = REVERTER.revert
-describe_undo = REVERTER.describe_undo
-describe_restore = REVERTER.describe_restore
