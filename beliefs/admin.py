@@ -1,10 +1,7 @@
-"""The human console for the world model: beliefs (read, with each belief's history), versions
-(read-only, with a readable diff; "undo this change" and "revert to here" as confirmation pages:
-GET shows the diff and changes nothing, POST acts, conditionally on the version the page showed,
-and records which human did it), and instructions (a person may add one: it is human-authored).
-
-`GatedItemAdmin` and `GatedVersionAdmin` (with `instruction_link`) are the console of any model
-written under the evidence gate; the goal model's admin (`goals.admin`) uses them too."""
+"""The human console for the world model: beliefs (with each belief's history), versions (a readable
+diff, "undo this change" and "revert to here", `operator_site.lineage_admin`) and instructions (a
+person may add one: it is human-authored). `GatedItemAdmin` and `GatedVersionAdmin` serve every
+model written under the evidence gate; the goal model's admin uses them too."""
 
 from __future__ import annotations
 

@@ -1,26 +1,7 @@
 """Confirmation evidence: a high-stakes change is authorised only by the person's own words saying
-this change. docs/world-model.md ("The evidence rule") states the rules with examples; the words
-they read are in `beliefs.wording`.
-
-A quote passes when, in order (each failure is its own refusal, naming the rule and what the quote
-lacked, and nothing is written):
-
-1. the person's (``confirmation_not_found`` / ``confirmation_stale``): it is in one instruction a
-   human principal recorded, that principal is still active, and the row is inside the window;
-2. whole statements (``confirmation_fragment``): its words are exactly one whole sentence of that
-   instruction, or a run of consecutive whole sentences;
-3. firm (``confirmation_not_firm``): no question, hedge or condition in those sentences (or in a
-   line that runs on into them);
-4. bound (``confirmation_unbound``): for each change, one of the sentences holds every significant
-   word of the target's key or title, every significant word of the new value, the operation's
-   cue word where it needs one, and the position a re-rank names;
-5. same polarity (``confirmation_polarity``): every negation in the context is the change's own
-   (in its new value, its key, or a negative cue like "no longer"), and every negation of the new
-   value is in the sentence;
-6. once (``confirmation_reused``): each change has a sentence of its own, never used before.
-
-The goal model calls the same check with ``scope="goal_model"``.
-"""
+this change. docs/world-model.md ("The evidence rule") states the six rules with examples; each
+failure is its own refusal naming the rule. The words the rules read are in `beliefs.wording`; the
+world model and the goal model (``scope="goal_model"``) run the same check, through `GATE`."""
 
 from __future__ import annotations
 
@@ -41,6 +22,7 @@ from operator_site.models import Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
 from operator_site.sql import insert_unless_conflict
+from operator_site.versioned import EvidenceGate
 
 # Rows examined per lookup: bounded work whatever the history.
 _SCAN = 5000
@@ -167,28 +149,6 @@ def evidence_summary(evidence: Confirmation | ApprovalEvidence | None) -> dict[s
     if isinstance(evidence, ApprovalEvidence):
         return {"approval": evidence.decision, "intent": evidence.intent}
     return None
-
-
-def evidence_from_columns(
-    instruction_id: int | None, span: str, approval_id: int | None
-) -> dict[str, Any] | None:
-    """A live row's evidence (a belief's, a goal's) as its image records it: the instruction and
-    sentence that said it, or the approval decision that accepted it; None without either."""
-    if instruction_id:
-        return {"instruction": instruction_id, "span": span}
-    if approval_id:
-        return {"approval": approval_id, "span": span}
-    return None
-
-
-def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
-    """The columns a live row keeps of an image's evidence (the inverse of `evidence_from_columns`)."""
-    evidence = evidence or {}
-    return {
-        "evidence_instruction_id": evidence.get("instruction"),
-        "evidence_span": evidence.get("span") or "",
-        "evidence_approval": evidence.get("approval"),
-    }
 
 
 # --- finding the person's words ----------------------------------------------------------------------
@@ -616,3 +576,12 @@ def record_confirmation_use(confirmation: Confirmation, *, version: int) -> None
                 rule="once",
                 instruction=confirmation.instruction.id,
             )
+
+
+def _record_use(evidence: Any, version: int) -> None:
+    if isinstance(evidence, Confirmation):  # an approval is spent by its decision, not here
+        record_confirmation_use(evidence, version=version)
+
+
+# The gate every versioned model's high-stakes writes pass (`operator_site.versioned`).
+GATE = EvidenceGate(check=check_confirmation, record_use=_record_use, summary=evidence_summary)

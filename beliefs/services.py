@@ -17,16 +17,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from beliefs.evidence import (
-    ApprovalEvidence,
-    Claim,
-    Confirmation,
-    check_confirmation,
-    evidence_columns,
-    evidence_from_columns,
-    evidence_summary,
-    record_confirmation_use,
-)
+from beliefs.evidence import GATE, ApprovalEvidence, Claim, Confirmation
 from beliefs.models import (
     BELIEF_KINDS,
     HIGH_STAKES_KINDS,
@@ -38,20 +29,13 @@ from beliefs.models import (
     stakes_of,
 )
 from beliefs.wording import key_words
-from operator_site.lineage import (
-    Committed,
-    EntityChange,
-    Image,
-    Lineage,
-    LineageRevertHandler,
-    Reverter,
-    diff_images,
-    notify_version,
-)
+from operator_site import versioned
+from operator_site.lineage import Committed, EntityChange, Image, Lineage
+from operator_site.lineage_revert import Reverter
 from operator_site.models import Notification, Principal
-from operator_site.notifications import unacknowledged_safety_notices
 from operator_site.refusals import Refusal
 from operator_site.sql import create_row, row_where
+from operator_site.versioned import VersionedModel, provenance, provenance_columns, provenance_of
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope
 MAX_KEY_CHARS = 120
@@ -62,13 +46,8 @@ DIFF_FIELDS = ("value", "confidence", "status")
 
 
 # --- entities and images ---------------------------------------------------------------------------
-def entity_of(kind: str, key: str) -> str:
-    return f"{kind}/{key}"
-
-
-def split_entity(entity: str) -> tuple[str, str]:
-    kind, _, key = entity.partition("/")
-    return kind, key
+entity_of = versioned.entity
+split_entity = versioned.split
 
 
 def normalise_key(key: str) -> str:
@@ -84,11 +63,7 @@ def image_of(row: Belief) -> Image:
         "value": row.value,
         "confidence": row.confidence,
         "status": row.status,
-        "source": {"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
-        "set_in_version": row.set_in_version,
-        "evidence": evidence_from_columns(
-            row.evidence_instruction_id, row.evidence_span, row.evidence_approval
-        ),
+        **provenance_of(row),
     }
 
 
@@ -113,12 +88,7 @@ class BeliefStore:
             "value": image["value"],
             "confidence": image["confidence"],
             "status": image["status"],
-            "source_principal_id": image["source"]["id"],
-            "source_name": image["source"]["name"],
-            "source_kind": image["source"]["kind"],
-            "set_in_version": image["set_in_version"],
-            **evidence_columns(image.get("evidence")),
-            "last_version": version.number,
+            **provenance_columns(image, version.number),
         }
         # A belief's row exists exactly when it has an image (a retired belief keeps its row; only
         # an undo of its creation deletes it), and `before` was read under the claimed version:
@@ -281,9 +251,7 @@ def _planned_image(spec: ChangeSpec, before: Image | None, principal: Principal,
         "value": value,
         "confidence": confidence,
         "status": status,
-        "source": {"id": principal.id, "name": principal.name, "kind": principal.kind},
-        "set_in_version": number,
-        "evidence": None,
+        **provenance(principal, number),
     }
 
 
@@ -347,34 +315,19 @@ def update_world_model(
                 current_version=draft.base,
             )
 
-        high = [(spec, before, after) for spec, before, after in planned if spec.kind in HIGH_STAKES_KINDS]
-        confirmation: Confirmation | ApprovalEvidence | None = None
-        if high:
-            confirmation = approval or check_confirmation(
-                confirmed=confirmed,
-                quote=quote,
-                scope=SCOPE,
-                claims=[_claim(spec, after) for spec, _, after in high],
-                now=now,
-            )
-            for spec, _, after in high:
-                after["evidence"] = confirmation.image_evidence(spec.entity)
-
-        images = {spec.entity: after for spec, _, after in planned}
-        committed = WORLD_MODEL.commit(
+        written = VERSIONED.commit(
             draft,
             principal=principal,
-            images=images,
-            evidence=confirmation.as_evidence() if confirmation else None,
+            images={spec.entity: after for spec, _, after in planned},
             summary=_summary([(spec.op, spec.entity) for spec, _, _ in planned], principal),
-            fields={
-                "high_stakes": bool(high),
-                "evidence_instruction": getattr(confirmation, "instruction", None),
-            },
+            claims=lambda: [_claim(spec, after) for spec, _, after in planned if _is_high(spec.entity)],
+            confirmed=confirmed,
+            quote=quote,
+            now=now,
+            approval=approval,
         )
-        if isinstance(confirmation, Confirmation):
-            record_confirmation_use(confirmation, version=committed.version.number)
-    notice = _notify_write(committed, confirmation) if high else None
+    committed = written.committed
+    notice = _notify_write(committed, written.evidence) if written.high_stakes else None
     ops = {spec.entity: spec.op for spec, _, _ in planned}
     return {
         "ok": True,
@@ -382,17 +335,15 @@ def update_world_model(
         "supersedes": committed.version.supersedes,
         "changes": [_change_dict(c, op=ops[c.entity]) for c in committed.changes],
         "unchanged": unchanged,
-        "high_stakes": bool(high),
-        "evidence": evidence_summary(confirmation),
+        "high_stakes": written.high_stakes,
+        "evidence": GATE.summary(written.evidence),
         "notification": notice.id if notice else None,
     }
 
 
 def _summary(ops: Sequence[tuple[str, str]], principal: Principal) -> str:
     verbs = {"add": "added", "update": "updated", "retire": "retired"}
-    parts = [f"{entity} {verbs.get(op, op)}" for op, entity in ops]
-    text = "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
-    return f"{text} (by {principal.name})"
+    return versioned.summary_text([f"{entity} {verbs.get(op, op)}" for op, entity in ops], principal, shown=6)
 
 
 def _value_text(image: Image | None) -> str:
@@ -408,18 +359,12 @@ def _value_text(image: Image | None) -> str:
 
 def _change_dict(change: EntityChange, op: str | None = None) -> dict[str, Any]:
     kind, key = split_entity(change.entity)
-
-    def side(image: Image | None) -> dict[str, Any] | None:
-        if image is None:
-            return None
-        return {"value": image["value"], "confidence": image["confidence"], "status": image["status"]}
-
     out = {
         "kind": kind,
         "key": key,
         "stakes": stakes_of(kind),
-        "before": side(change.before),
-        "after": side(change.after),
+        "before": versioned.side(change.before, DIFF_FIELDS),
+        "after": versioned.side(change.after, DIFF_FIELDS),
     }
     if op:
         out = {"op": op, **out}
@@ -428,16 +373,14 @@ def _change_dict(change: EntityChange, op: str | None = None) -> dict[str, Any]:
 
 # --- notices ---------------------------------------------------------------------------------------
 def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
-    lines = []
-    for change in changes:
-        marker = "HIGH-STAKES " if _is_high(change.entity) else ""
-        lines.append(f"- {marker}{change.entity}: {_value_text(change.before)} → {_value_text(change.after)}")
-    return lines
+    return [
+        versioned.notice_line(c.entity, _value_text(c.before), _value_text(c.after), high=_is_high(c.entity))
+        for c in changes
+    ]
 
 
 def _notify_write(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:
-    lines = _notice_lines(committed.changes)
-    return notify_version(WORLD_MODEL, SCOPE, committed, lines, confirmation=confirmation)
+    return VERSIONED.notify(committed, _notice_lines(committed.changes), evidence=confirmation)
 
 
 def _notify_revert(committed: Committed, high_stakes: bool) -> Notification | None:
@@ -445,25 +388,19 @@ def _notify_revert(committed: Committed, high_stakes: bool) -> Notification | No
     if not high_stakes:
         return None
     closing = "If this is not what you meant, undo this revert: it is one tap away."
-    return notify_version(WORLD_MODEL, SCOPE, committed, _notice_lines(committed.changes), closing=closing)
+    return VERSIONED.notify(committed, _notice_lines(committed.changes), closing=closing)
 
 
-# --- reverting (`operator_site.lineage.Reverter`: the admin, the one-tap link and the tool) ------------
+# --- reverting (`operator_site.lineage_revert.Reverter`: the admin, the one-tap link, the tool) ---
 def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
     """Readable before/after rows: one per changed field of each belief."""
-    rows = []
-    for change in changes:
-        for diff in diff_images(change.before, change.after, DIFF_FIELDS):
-            label = change.entity if diff["field"] == "*" else f"{change.entity} · {diff['field']}"
-            rows.append(
-                {
-                    "what": label,
-                    "before": "" if diff["before"] is None else str(diff["before"]),
-                    "after": "" if diff["after"] is None else str(diff["after"]),
-                    "stakes": stakes_of(split_entity(change.entity)[0]),
-                }
-            )
-    return rows
+    return [
+        row
+        for c in changes
+        for row in versioned.diff_rows(
+            c.entity, c.before, c.after, DIFF_FIELDS, stakes_of(split_entity(c.entity)[0])
+        )
+    ]
 
 
 REVERTER = Reverter(
@@ -478,20 +415,7 @@ REVERTER = Reverter(
     ),
     restore_noop_note="The model already holds the state of version {number}.",
 )
-# Undo one version, bring the whole world model back to a version, the revert tool (the caller's own
-# last change, or `to_version`) and what each would do, for a confirmation page: the lineage's
-# (`operator_site.lineage.Reverter`), bound above to the world model's own parts.
-undo_version = REVERTER.undo
-restore_version = REVERTER.restore
-revert_world_model = REVERTER.revert
-describe_undo = REVERTER.describe_undo
-describe_restore = REVERTER.describe_restore
-
-
-class WorldModelRevertHandler(LineageRevertHandler):
-    """The one-tap link behind a world-model notice: undo the version the notice reports."""
-
-    reverter = REVERTER
+VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 
 
 # --- reading ----------------------------------------------------------------------------------------
@@ -509,18 +433,7 @@ def belief_dict(image: Image) -> dict[str, Any]:
 
 
 def pending_notices(limit: int = 20) -> list[dict[str, Any]]:
-    notices = unacknowledged_safety_notices().filter(subject_kind=SCOPE)[:limit]
-    return [
-        {
-            "id": n.id,
-            "kind": n.kind,
-            "title": n.title,
-            "version": n.subject_id,
-            "created": n.created_at,
-            "delivery": n.state,
-        }
-        for n in notices
-    ]
+    return VERSIONED.pending_notices(limit, delivery=True)
 
 
 def world_model_snapshot(
@@ -539,12 +452,7 @@ def world_model_snapshot(
             rows = rows.filter(kind=kind)
         images = [image_of(b) for b in rows.order_by("kind", "key")[: MAX_SNAPSHOT_BELIEFS + 1]]
     else:
-        if not 0 <= as_of_version <= current:
-            raise Refusal(
-                "version_not_found",
-                f"The world model has no version {as_of_version} (current: {current}).",
-                current_version=current,
-            )
+        VERSIONED.check_as_of(as_of_version, current)
         images = [
             image
             for image in WORLD_MODEL.state_as_of(as_of_version).values()

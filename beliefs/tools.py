@@ -1,4 +1,4 @@
-"""MCP tools of the beliefs app (seed §4.3, §4.4). Thin: validate, call a service, shape the answer."""
+"""MCP tools of the beliefs app (docs/world-model.md). Thin: validate, call a service, shape the answer."""
 
 from __future__ import annotations
 
@@ -53,12 +53,12 @@ class UpdateWorldModelArgs(ToolArgs):
     changes: list[BeliefChange] = Field(
         min_length=1, max_length=services.MAX_CHANGES, description="Applied all together or not at all."
     )
-    confirmedInConversation: bool | None = Field(  # the seed's field name
+    confirmedInConversation: bool | None = Field(  # camelCase: the published name
         None,
         description="true only if the person confirmed this in the conversation. Needed, with a "
         "quote, for high-stakes kinds; the flag alone proves nothing.",
     )
-    confirmationQuote: str | None = Field(  # the seed's field name
+    confirmationQuote: str | None = Field(  # camelCase: the published name
         None,
         max_length=2000,
         description=QUOTE_DESCRIPTION,
@@ -134,7 +134,7 @@ def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, 
     undo its own changes this way, and may not put back an undone high-stakes change: that needs the
     person's fresh words, as a new write). A revert is itself a new version; reverting a high-stakes
     change notifies the person."""
-    return services.revert_world_model(
+    return services.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )
 

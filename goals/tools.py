@@ -137,12 +137,12 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
 
 
 # --- the goal model --------------------------------------------------------------------------------------
-CONFIRMED_FIELD = Field(  # the seed's field name
+CONFIRMED_FIELD = Field(  # camelCase: the published name
     None,
     description="true only if the person confirmed this in the conversation. Needed, with a quote, for "
     "any change to goals or priorities; the flag alone proves nothing.",
 )
-QUOTE_FIELD = Field(  # the seed's field name
+QUOTE_FIELD = Field(  # camelCase: the published name
     None,
     max_length=2000,
     description=QUOTE_DESCRIPTION,
@@ -317,6 +317,6 @@ def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, An
     agent may only undo its own changes this way, and may not put back an undone goal or priority
     change without the person's fresh words). A revert is itself a new version and notifies the
     person."""
-    return goal_model.revert_goal_model(
+    return goal_model.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )

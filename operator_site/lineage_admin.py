@@ -1,16 +1,7 @@
-"""The human console for any versioned model (`operator_site.lineage`): a read-only version admin
-with a readable diff and two confirmation pages, "undo this change" and "revert to here".
-
-GET shows what the revert would do and changes nothing; POST acts — conditionally on the version
-the page showed (`expected_version`), so a double click or a stale page is refused and shown the
-current diff — and records which human did it. A staff login not linked to a human principal (or
-without the model's revert permission) can look but not act.
-
-Written once for every versioned model (the world model, `beliefs.admin`; the goal model,
-`goals.admin`): a model subclasses `LineageVersionAdmin`, names its label and permission and sets
-`reverter` (its `operator_site.lineage.Reverter`), which gives the four hooks (describe and perform,
-for undo and restore) and two columns, `diff` (what changed, readable) and `reverted`. An entity's
-admin page shows every version that changed it with `history_table`."""
+"""The human console for any versioned model: a read-only version admin with a readable diff and
+two confirmation pages, "undo this change" and "revert to here". GET shows what the revert would do
+and changes nothing; POST acts, conditionally on the version the page showed, and records which
+human did it. A model subclasses `LineageVersionAdmin` and sets its `reverter` (docs/lineage.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +21,8 @@ from django.utils.safestring import SafeString
 
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.display import visible_html
-from operator_site.lineage import Reverter, VersionRecord
+from operator_site.lineage import VersionRecord
+from operator_site.lineage_revert import Reverter
 from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 

@@ -278,4 +278,4 @@ def test_a_link_that_would_discard_later_changes_is_refused_and_stays_usable(
     assert notice.revert_used_at is None
     assert Belief.objects.get(key="name").value == "Iain"
     assert WorldModelVersion.objects.count() == 2
-    assert services.describe_undo(1)["refusal"]["error"] == "revert_conflict"
+    assert services.REVERTER.describe_undo(1)["refusal"]["error"] == "revert_conflict"

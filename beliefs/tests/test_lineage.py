@@ -221,17 +221,17 @@ def test_undoing_an_undo_is_a_human_act_from_the_admin_side(agent, owner, tool) 
     tool(agent.principal, UPDATE, {"changes": [add("note", "a", "one")]})
     tool(agent.principal, REVERT, {})
     with pytest.raises(Refusal) as not_own:
-        services.undo_version(number=2, principal=owner.principal, expected_version=1)
+        services.REVERTER.undo(number=2, principal=owner.principal, expected_version=1)
     assert not_own.value.code == "version_conflict"
-    redo = services.undo_version(number=2, principal=owner.principal, expected_version=2)
+    redo = services.REVERTER.undo(number=2, principal=owner.principal, expected_version=2)
     assert redo["reverted_version"] == 2
     assert belief("note", "a").value == "one"
     with pytest.raises(Refusal) as twice:
-        services.undo_version(number=2, principal=owner.principal)
+        services.REVERTER.undo(number=2, principal=owner.principal)
     assert twice.value.code == "already_reverted"
     # An agent cannot undo a version that is not its own, whatever the path.
     with pytest.raises(Refusal) as agent_refused:
-        services.undo_version(number=3, principal=agent.principal)
+        services.REVERTER.undo(number=3, principal=agent.principal)
     assert agent_refused.value.code == "revert_not_own"
 
 

@@ -1,6 +1,7 @@
 """A lost version race, made deterministic on either database: the call reads a stale current
 version (as a writer does that read just before another one committed), so its claim collides with
-the existing version row, and the seed's {ok: false, retry: true} comes back with nothing written."""
+the existing version row, and the documented {ok: false, retry: true} (docs/lineage.md) comes back
+with nothing written."""
 
 from __future__ import annotations
 

@@ -189,9 +189,9 @@ async def test_the_goal_model_through_the_mcp_client(owner, agent, mode) -> None
     ]
 
 
-async def test_the_seed_shaped_call_for_an_ambiguous_goal(owner, agent) -> None:
-    """A raw JSON-RPC post (seed §4.5 shape, SSE answer): two goals titled "Run" — refused with the
-    candidates, nothing written."""
+async def test_a_raw_json_rpc_call_for_an_ambiguous_goal(owner, agent) -> None:
+    """A raw JSON-RPC post (as a plain HTTP client sends it, SSE answer): two goals titled "Run" —
+    refused with the candidates, nothing written."""
     async with asgi_http(owner.token) as http:
         for i, title in enumerate(("Run", "run")):
             await call(http, "operator_record_instruction", {"text": f"add Run as a goal, take {i}"})

@@ -98,7 +98,7 @@ def test_undoing_an_add_leaves_a_tombstone_and_an_undo_of_the_undo_brings_it_bac
     task.refresh_from_db()
     assert task_dict(task)["goal"] == {"id": new_id, "title": "Sleep more", "status": "absent"}
     # The person undoes the undo: the goal, its rank and the task's link come back.
-    redo = goal_model.undo_version(number=undone["version"], principal=owner.principal)
+    redo = goal_model.REVERTER.undo(number=undone["version"], principal=owner.principal)
     assert redo["ok"] is True
     assert ranking()[0] == "Sleep more"
     task.refresh_from_db()
@@ -167,7 +167,7 @@ def test_undoing_a_goal_a_later_project_links_to_is_refused(owner, agent, goal_c
     assert refused["projects"] == [Project.objects.get().pk]
     assert refused["versions"] == [5]
     assert everything() == before
-    assert goal_model.describe_undo(4)["refusal"]["error"] == "revert_conflict"
+    assert goal_model.REVERTER.describe_undo(4)["refusal"]["error"] == "revert_conflict"
     assert Goal.objects.filter(pk=made["goal"]["id"]).exists()
 
 

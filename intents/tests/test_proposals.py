@@ -324,7 +324,7 @@ def test_a_stale_goal_model_proposal_is_refused_and_an_accepted_one_is_one_tap_f
     done = approval.approve_intent(other, by=person, seen=other.payload_digest, via="api")
     assert [g.title for g in Goal.objects.order_by("importance")] == ["Run a marathon", "Learn Italian"]
     # ... and, like any high-stakes write, it is one tap from undone.
-    goal_model.undo_version(number=done.execution_result["version"], principal=owner.principal)
+    goal_model.REVERTER.undo(number=done.execution_result["version"], principal=owner.principal)
     assert [g.title for g in Goal.objects.order_by("importance")] == ["Learn Italian", "Run a marathon"]
 
 

@@ -1,0 +1,225 @@
+"""The goal model's live state: how the lineage reads and writes it (`GOAL_MODEL`), the working
+copy one write changes in memory (`State`), finding an item by id or title, and the invariants
+every version must leave."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from goals.goal_model.kinds import (
+    GOAL,
+    KINDS,
+    MAX_CANDIDATES,
+    ORDERED,
+    PRIORITY,
+    PROJECT,
+    REMOVED,
+    ItemKind,
+    normalise_label,
+    split_entity,
+)
+from goals.models import GoalModelChange, GoalModelItem, GoalModelVersion, Project
+from operator_site.lineage import Image, Lineage
+from operator_site.refusals import Refusal
+from operator_site.versioned import provenance_columns, provenance_of
+
+
+# --- entities and images ---------------------------------------------------------------------------
+def image_of(kind: ItemKind, row: GoalModelItem) -> Image:
+    """An item's live state as the JSON image the lineage records."""
+    image: Image = {
+        "id": row.pk,
+        kind.label: getattr(row, kind.label),
+        "detail": row.detail,
+        "status": row.status,
+    }
+    if kind is PROJECT:
+        image["goal"] = row.goal_id  # type: ignore[attr-defined]
+    image.update(provenance_of(row))
+    return image
+
+
+def live_order(kind: ItemKind) -> list[int]:
+    column = kind.order_field
+    return list(
+        kind.model.everything.filter(**{f"{column}__isnull": False})
+        .order_by(column)
+        .values_list("id", flat=True)
+    )
+
+
+def _apply_order(kind: ItemKind, ids: Sequence[int]) -> None:
+    """Write `importance`/`position` from an order without ever holding a rank twice: the rows
+    whose rank changes are cleared first, then given their new ranks."""
+    column = kind.order_field
+    current = dict(kind.model.everything.filter(**{f"{column}__isnull": False}).values_list("id", column))
+    target = {item_id: rank for rank, item_id in enumerate(ids, start=1)}
+    moving = sorted(i for i in set(current) | set(target) if current.get(i) != target.get(i))
+    if not moving:
+        return
+    kind.model.everything.filter(id__in=moving).update(**{column: None})
+    for item_id in moving:
+        if item_id in target:
+            kind.model.everything.filter(id=item_id).update(**{column: target[item_id]})
+
+
+class GoalModelStore:
+    """The goal model's live entities: goal, priority and project rows, and the two orders."""
+
+    def snapshot(self, entity: str) -> Image | None:
+        if entity in ORDERED:
+            order = live_order(ORDERED[entity])
+            return {"order": order} if order else None  # an empty order is the absent entity
+        kind, item_id = split_entity(entity)
+        row = kind.model.everything.filter(pk=item_id, present=True).first()
+        return image_of(kind, row) if row else None
+
+    def apply(
+        self, entity: str, before: Image | None, image: Image | None, version: GoalModelVersion
+    ) -> None:
+        if entity in ORDERED:
+            _apply_order(ORDERED[entity], image["order"] if image else [])
+            return
+        kind, item_id = split_entity(entity)
+        rows = kind.model.everything.filter(pk=item_id)
+        if image is None:  # a tombstone: the id stays taken, links to it stay intact
+            rows.update(present=False, last_version=version.number, updated_at=timezone.now())
+            return
+        values: dict[str, Any] = {
+            kind.label: image[kind.label],
+            "detail": image["detail"],
+            "status": image["status"],
+            "present": True,
+            **provenance_columns(image, version.number),
+            "updated_at": timezone.now(),
+        }
+        if kind is PROJECT:
+            values["goal_id"] = image["goal"]
+        if not rows.update(**values):
+            kind.model.everything.create(pk=item_id, **values)
+
+
+GOAL_MODEL = Lineage("goal model", GoalModelVersion, GoalModelChange, GoalModelStore())
+
+
+def current_version() -> int:
+    """The goal model's newest version number (0: never written). Pass it as `expected_version`."""
+    return GOAL_MODEL.current_version()
+
+
+# --- the working state of one write ----------------------------------------------------------------
+@dataclass
+class State:
+    """Every present item (by kind, by id) and the two orders, as images; changed in memory by the
+    ops of one call, then compared with what was loaded. New items get negative ids until the
+    write is certain to happen."""
+
+    items: dict[str, dict[int, Image]]
+    orders: dict[str, list[int]]
+    next_new: int = -1
+
+    @classmethod
+    def load(cls) -> State:
+        items = {
+            kind.name: {row.pk: image_of(kind, row) for row in kind.model.objects.order_by("id")}
+            for kind in KINDS.values()
+        }
+        return cls(items, {GOAL.name: live_order(GOAL), PRIORITY.name: live_order(PRIORITY)})
+
+    def copy(self) -> State:
+        return State(
+            {k: {i: dict(img) for i, img in v.items()} for k, v in self.items.items()},
+            {k: list(v) for k, v in self.orders.items()},
+            self.next_new,
+        )
+
+    def new_id(self) -> int:
+        self.next_new -= 1
+        return self.next_new + 1
+
+
+def _brief(kind: ItemKind, image: Image, order: Sequence[int] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": image["id"], kind.label: image[kind.label], "status": image["status"]}
+    if order is not None and image["id"] in order:
+        out[kind.order_field] = order.index(image["id"]) + 1
+    return out
+
+
+@dataclass
+class Resolution:
+    outcome: str  # resolved | new | missing | ambiguous | none (an explicit unlink)
+    id: int | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in ("missing", "ambiguous")
+
+    def as_dict(self, target: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"target": target, "outcome": self.outcome}
+        if self.id is not None:
+            out["id"] = self.id
+        if self.candidates or self.failed:
+            out["candidates"] = self.candidates
+        return out
+
+
+def resolve(state: State, kind: ItemKind, target: int | str, pending: Sequence[Image] = ()) -> Resolution:
+    """Find one item by id or by its exact title/name (case and spacing ignored). `pending` are
+    items added earlier in the same call (they can be named by title, not by id)."""
+    items = state.items[kind.name]
+    order = state.orders.get(kind.name)
+    if isinstance(target, int):
+        if target in items:
+            return Resolution("resolved", target)
+        return Resolution("missing")
+    wanted = normalise_label(target)
+    pool = [*items.values(), *pending]
+    matches = [img for img in pool if wanted and normalise_label(img[kind.label]) == wanted]
+    live = [img for img in matches if img["status"] != REMOVED]
+    chosen = live or matches
+    if len(chosen) == 1:
+        return Resolution("resolved", chosen[0]["id"])
+    if chosen:
+        ranked = sorted(chosen, key=lambda img: img["id"])
+        return Resolution(
+            "ambiguous", candidates=[_brief(kind, img, order) for img in ranked][:MAX_CANDIDATES]
+        )
+    names = {normalise_label(img[kind.label]): img for img in pool if img["status"] != REMOVED}
+    close = difflib.get_close_matches(wanted, list(names), n=5, cutoff=0.5)
+    close += [n for n in names if wanted and (wanted in n or n in wanted) and n not in close]
+    return Resolution("missing", candidates=[_brief(kind, names[n], order) for n in close[:5]])
+
+
+def verify_consistency() -> None:
+    """The invariants every version must leave: the ranking holds exactly the goals that are not
+    removed (ranks 1..n), the priority order exactly the active priorities, and no present project
+    links to an absent goal. Checked inside the write, so a violation rolls everything back."""
+    problems = []
+    for kind in (GOAL, PRIORITY):
+        ranked = live_order(kind)
+        live = set(kind.model.objects.exclude(status=REMOVED).values_list("id", flat=True))
+        if set(ranked) != live:
+            problems.append(f"the {kind.order_label} does not hold exactly the live {kind.name}s")
+        ranks = list(
+            kind.model.everything.filter(**{f"{kind.order_field}__isnull": False})
+            .order_by(kind.order_field)
+            .values_list(kind.order_field, flat=True)
+        )
+        if ranks != list(range(1, len(ranks) + 1)):
+            problems.append(f"the {kind.order_label} is not dense")
+    dangling = Project.objects.filter(goal__isnull=False, goal__present=False).values_list("id", flat=True)
+    if dangling:
+        problems.append(f"project(s) {', '.join(f'#{i}' for i in dangling)} link to an absent goal")
+    if problems:
+        raise Refusal(
+            "goal_model_inconsistent",
+            "This write would leave the goal model inconsistent (" + "; ".join(problems) + "); nothing was "
+            "written.",
+            problems=problems,
+        )

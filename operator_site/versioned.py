@@ -1,0 +1,274 @@
+"""A versioned model, written once: what the world model and the goal model share on top of their
+lineage (`operator_site.lineage`). Each domain configures one `VersionedModel` with its own parts
+(its reverter, its evidence gate) and registers it; the kernel never imports a domain.
+docs/lineage.md explains the design."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from operator_site import proposals
+from operator_site.lineage import (
+    UNDO_IT,
+    Committed,
+    Draft,
+    Image,
+    Lineage,
+    diff_images,
+    notify_version,
+)
+from operator_site.lineage_revert import LineageRevertHandler, Reverter, Rows
+from operator_site.models import Notification, Principal
+from operator_site.notifications import register_revert_handler, unacknowledged_safety_notices
+from operator_site.refusals import Refusal
+
+
+# --- entities: "<kind>/<key>" --------------------------------------------------------------------------
+def entity(kind: str, key: object) -> str:
+    """The name a lineage records an entity under: ``identity/home city``, ``goal/12``."""
+    return f"{kind}/{key}"
+
+
+def split(name: str) -> tuple[str, str]:
+    """The kind and the key of an entity's name."""
+    kind, _, key = name.partition("/")
+    return kind, key
+
+
+# --- provenance: who set an image, in which version, on what evidence ------------------------------------
+def evidence_from_columns(
+    instruction_id: int | None, span: str, approval_id: int | None
+) -> dict[str, Any] | None:
+    """A live row's evidence (a belief's, a goal's) as its image records it: the instruction and
+    sentence that said it, or the approval decision that accepted it; None without either."""
+    if instruction_id:
+        return {"instruction": instruction_id, "span": span}
+    if approval_id:
+        return {"approval": approval_id, "span": span}
+    return None
+
+
+def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
+    """The columns a live row keeps of an image's evidence (the inverse of `evidence_from_columns`)."""
+    evidence = evidence or {}
+    return {
+        "evidence_instruction_id": evidence.get("instruction"),
+        "evidence_span": evidence.get("span") or "",
+        "evidence_approval": evidence.get("approval"),
+    }
+
+
+def provenance_of(row: Any) -> Image:
+    """The provenance part of a live row's image. The row has the columns every versioned item
+    has: ``source_principal``, ``source_name``, ``source_kind``, ``set_in_version`` and the three
+    evidence columns."""
+    return {
+        "source": {"id": row.source_principal_id, "name": row.source_name, "kind": row.source_kind},
+        "set_in_version": row.set_in_version,
+        "evidence": evidence_from_columns(
+            row.evidence_instruction_id, row.evidence_span, row.evidence_approval
+        ),
+    }
+
+
+def provenance(principal: Principal, number: int) -> Image:
+    """The provenance of a post-image written by `principal` as version `number` (its evidence is
+    set by `VersionedModel.commit` when the entity is high-stakes)."""
+    return {
+        "source": {"id": principal.id, "name": principal.name, "kind": principal.kind},
+        "set_in_version": number,
+        "evidence": None,
+    }
+
+
+def provenance_columns(image: Image, number: int) -> dict[str, Any]:
+    """The columns a live row keeps of an image's provenance, written by version `number`."""
+    return {
+        "source_principal_id": image["source"]["id"],
+        "source_name": image["source"]["name"],
+        "source_kind": image["source"]["kind"],
+        "set_in_version": image["set_in_version"],
+        **evidence_columns(image.get("evidence")),
+        "last_version": number,
+    }
+
+
+# --- what a version says ---------------------------------------------------------------------------------
+def summary_text(parts: Sequence[str], principal: Principal, *, shown: int) -> str:
+    """A version's summary: its first `shown` parts, how many more, and who wrote it."""
+    more = len(parts) - shown
+    return "; ".join(parts[:shown]) + (f"; and {more} more" if more > 0 else "") + f" (by {principal.name})"
+
+
+def diff_rows(
+    what: str, before: Image | None, after: Image | None, fields: Sequence[str], stakes: str
+) -> Rows:
+    """Readable before/after rows of one entity: one per changed field ({"what", "before", "after",
+    "stakes"}), or one for the whole entity when it appears or disappears."""
+    return [
+        {
+            "what": what if diff["field"] == "*" else f"{what} · {diff['field']}",
+            "before": "" if diff["before"] is None else str(diff["before"]),
+            "after": "" if diff["after"] is None else str(diff["after"]),
+            "stakes": stakes,
+        }
+        for diff in diff_images(before, after, fields)
+    ]
+
+
+def side(image: Image | None, fields: Sequence[str]) -> dict[str, Any] | None:
+    """One side of a change as a tool's answer shows it: the image's `fields`, or None if absent."""
+    return None if image is None else {f: image.get(f) for f in fields}
+
+
+def notice_line(what: str, before: str, after: str, *, high: bool) -> str:
+    """One line of a notice: what changed, from what to what."""
+    return f"- {'HIGH-STAKES ' if high else ''}{what}: {before} → {after}"
+
+
+# --- the evidence gate, as the domain that owns it provides it --------------------------------------------
+class Evidence(Protocol):
+    """What authorised a high-stakes write: the person's words or their approval of a proposal."""
+
+    def image_evidence(self, subject: str) -> dict[str, Any]: ...
+
+    def as_evidence(self) -> dict[str, Any]: ...
+
+    def notice_lines(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class EvidenceGate:
+    """`check(confirmed=, quote=, scope=, claims=, now=)` returns the evidence or raises `Refusal`;
+    `record_use(evidence, version)` spends it once the version is claimed; `summary(evidence)` is
+    what a write's answer says of it."""
+
+    check: Callable[..., Evidence]
+    record_use: Callable[[Evidence, int], None]
+    summary: Callable[[Evidence | None], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Written:
+    committed: Committed
+    evidence: Evidence | None
+    high_stakes: bool
+
+
+@dataclass(frozen=True)
+class VersionedModel:
+    """One reviewable model: the name its notices and confirmations go by (`scope`), its
+    `Reverter` (which binds its lineage and its readable rows) and the evidence gate its
+    high-stakes writes pass."""
+
+    scope: str
+    reverter: Reverter
+    gate: EvidenceGate
+
+    @property
+    def lineage(self) -> Lineage:
+        return self.reverter.lineage
+
+    def commit(
+        self,
+        draft: Draft,
+        *,
+        principal: Principal,
+        images: Mapping[str, Image | None],
+        summary: str,
+        claims: Callable[[], Sequence[Any]],
+        confirmed: bool | None,
+        quote: str | None,
+        now: datetime | None,
+        approval: Evidence | None = None,
+    ) -> Written:
+        """Commit a change (inside `lineage.stable(draft)`). If it touches anything high-stakes it
+        needs evidence: the person's `approval` of a proposal, or their words (`confirmed`, `quote`)
+        checked against `claims()`; every high-stakes image that records evidence keeps it."""
+        high = any(self.reverter.is_high(name) for name in images)
+        evidence: Evidence | None = None
+        if high:
+            evidence = approval or self.gate.check(
+                confirmed=confirmed, quote=quote, scope=self.scope, claims=claims(), now=now
+            )
+            for name, image in images.items():
+                if image is not None and "evidence" in image and self.reverter.is_high(name):
+                    image["evidence"] = evidence.image_evidence(name)
+        committed = self.lineage.commit(
+            draft,
+            principal=principal,
+            images=images,
+            evidence=evidence.as_evidence() if evidence else None,
+            summary=summary,
+            fields={"high_stakes": high, "evidence_instruction": getattr(evidence, "instruction", None)},
+        )
+        if evidence is not None:
+            self.gate.record_use(evidence, committed.version.number)
+        return Written(committed, evidence, high)
+
+    def notify(
+        self,
+        committed: Committed,
+        lines: Sequence[str],
+        *,
+        evidence: Evidence | None = None,
+        closing: str = UNDO_IT,
+        safety: bool = True,
+    ) -> Notification:
+        """The notice of a version (`lineage.notify_version`), carrying the one-tap revert link."""
+        return notify_version(
+            self.lineage, self.scope, committed, lines, confirmation=evidence, closing=closing, safety=safety
+        )
+
+    def check_as_of(self, number: int, current: int) -> None:
+        """Refuse (`version_not_found`) to show the model as of a version it never had."""
+        if not 0 <= number <= current:
+            raise Refusal(
+                "version_not_found",
+                f"The {self.lineage.label} has no version {number} (current: {current}).",
+                current_version=current,
+            )
+
+    def pending_notices(self, limit: int = 20, *, delivery: bool = False) -> list[dict[str, Any]]:
+        """The safety notices about this model the person has not acknowledged yet."""
+        notices = unacknowledged_safety_notices().filter(subject_kind=self.scope)[:limit]
+        out = []
+        for n in notices:
+            row = {
+                "id": n.id,
+                "kind": n.kind,
+                "title": n.title,
+                "version": n.subject_id,
+                "created": n.created_at,
+            }
+            if delivery:
+                row["delivery"] = n.state
+            out.append(row)
+        return out
+
+    def register(
+        self,
+        *,
+        action_type: str,
+        tool: str,
+        schema: Any,
+        apply: Callable[..., dict[str, Any]],
+        max_changes: int,
+    ) -> None:
+        """From the domain's AppConfig.ready: a notice's one-tap link undoes the version it reports,
+        and an agent may propose a change (`action_type`, the `changes` `tool` takes) for the person
+        to accept."""
+        register_revert_handler(self.scope, LineageRevertHandler(self.reverter))
+        proposals.register(
+            proposals.kind_for(
+                action_type=action_type,
+                tool=tool,
+                reverter=self.reverter,
+                schema=schema,
+                apply=apply,
+                max_changes=max_changes,
+            )
+        )
