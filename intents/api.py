@@ -20,7 +20,9 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema
 from ninja.security import SessionAuthIsStaff
 
-from intents import approval, services
+from intents import approval
+from intents.answers import decision_dict, intent_dict
+from intents.lifecycle import pending_approvals
 from intents.models import Intent
 from operator_site.face.envelope import Refusal
 
@@ -59,9 +61,9 @@ class DecideIn(Schema):
 def _with_seen(intent: Intent) -> dict[str, Any]:
     decision = intent.decisions.first()
     return {
-        **services.intent_dict(intent),
+        **intent_dict(intent),
         "seen": intent.payload_digest,
-        "decision": services.decision_dict(decision) if decision else None,
+        "decision": decision_dict(decision) if decision else None,
     }
 
 
@@ -95,7 +97,7 @@ def pending(request: HttpRequest) -> Any:
     refused = _human_or_refused(request)
     if refused:
         return refused
-    return [_with_seen(intent) for intent in services.pending_approvals(limit=200)]
+    return [_with_seen(intent) for intent in pending_approvals(limit=200)]
 
 
 @router.get(

@@ -38,8 +38,8 @@ from django.utils import timezone
 
 from beliefs.models import Instruction
 from beliefs.services import record_instruction
-from intents import services
 from intents.gate import Verdict
+from intents.lifecycle import describe_intent, log_event, move_intent, stamp, withdraw_approval_notice
 from intents.models import (
     OPEN_DECISION_STATUSES,
     Decision,
@@ -154,8 +154,8 @@ def _approve(
         updated_at=now,
     ):
         raise _conflict(intent)
-    services.withdraw_approval_notice(intent.id, IntentStatus.APPROVED)
-    services.log_event(
+    withdraw_approval_notice(intent.id, IntentStatus.APPROVED)
+    log_event(
         intent,
         "approved",
         by=principal,
@@ -185,7 +185,7 @@ def _apply_proposal(
     )
     result = proposals.accept(proposal, principal=principal, approval=evidence)
     version = result.get("version")
-    return services.move_intent(
+    return move_intent(
         intent,
         IntentStatus.EXECUTED,
         by=principal,
@@ -252,7 +252,7 @@ def edit_and_approve(
         if amount_cents is not None and (isinstance(amount_cents, bool) or amount_cents < 0):
             raise Refusal("invalid_amount", "The amount must be a whole number of cents, zero or more.")
         edited.amount_cents = amount_cents
-    result = services.stamp(edited)
+    result = stamp(edited)
     if result.decision == Verdict.DENY:
         raise Refusal(
             "denied_by_gate",
@@ -287,7 +287,7 @@ def edit_and_approve(
         raise _conflict(fresh)
     before = {"title": fresh.title, "body": fresh.body, "amount_cents": fresh.amount_cents}
     after = {"title": edited.title, "body": edited.body, "amount_cents": edited.amount_cents}
-    services.log_event(
+    log_event(
         fresh,
         "edited",
         by=principal,
@@ -298,7 +298,7 @@ def edit_and_approve(
         now=now,
     )
     Decision.objects.filter(intent=fresh, status__in=OPEN_DECISION_STATUSES).update(
-        title=f"Approve: {edited.title}"[:300], detail=services.describe_intent(edited), updated_at=now
+        title=f"Approve: {edited.title}"[:300], detail=describe_intent(edited), updated_at=now
     )
     return _approve(
         edited, principal=principal, seen=edited.payload_digest, via=via, note=note.strip(), now=now
@@ -342,7 +342,7 @@ def respond_to_intent(
         updated_at=now,
     ):
         raise _conflict(fresh)
-    services.log_event(
+    log_event(
         fresh, "responded", by=principal, via=via, note=text, data={"instruction_id": instruction.id}, now=now
     )
     decision.refresh_from_db()
@@ -368,7 +368,7 @@ def ignore_intent(
         updated_at=now,
     ):
         raise Refusal("already_parked", f"The question about intent {fresh.id} is already parked.")
-    services.log_event(
+    log_event(
         fresh,
         "decision_parked",
         by=principal,
@@ -401,9 +401,7 @@ def reject_intent(
         updated_at=now,
     ):
         raise _conflict(fresh)
-    return services.move_intent(
-        fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now
-    )
+    return move_intent(fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now)
 
 
 def decide(

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
-from runs import services
+from runs.lock import MAX_RUN_PROGRESS_CHARS, StartedRun, heartbeat
 
 logger = logging.getLogger("operator.runs")
 
@@ -37,7 +37,7 @@ class KeepAlive:
 
     def __init__(
         self,
-        started: services.StartedRun,
+        started: StartedRun,
         principal: Principal,
         *,
         every_s: float | None = None,
@@ -74,11 +74,11 @@ class KeepAlive:
             while not self._stop.wait(self.every_s):
                 try:
                     with transaction.atomic():
-                        services.heartbeat(
+                        heartbeat(
                             principal=self.principal,
                             run_id=self.started.run.id,
                             token=self.started.token,
-                            progress=self.progress[: services.MAX_RUN_PROGRESS_CHARS],
+                            progress=self.progress[:MAX_RUN_PROGRESS_CHARS],
                         )
                     self.beats += 1
                 except Refusal as refusal:

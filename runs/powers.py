@@ -70,7 +70,7 @@ WITHHELD = MappingProxyType(
         "approval": "Approving an intent or a decision is a human act: `intents` exposes it as a library "
         "function for human channels (the admin, the human API), and no tool calls it.",
         "ending a run": "Ending a run someone else holds is the person's act (the admin's \"End this run\", "
-        "`runs.services.end_run`, refused for any principal but an active human): a token may finish only "
+        "`runs.lock.end_run`, refused for any principal but an active human): a token may finish only "
         "the run whose fencing token it holds.",
     }
 )
