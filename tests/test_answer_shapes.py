@@ -87,9 +87,7 @@ async def test_every_answer_has_exactly_the_keys_of_its_declared_shape(agent) ->
         again = await call("operator_record_action_intent", spend)
         assert again["created"] is False
         check({k: v for k, v in again.items() if k != "ok"}, RecordedIntentAnswer, "record (existing)")
-        answer = await call(
-            "operator_update_decision", {"id": recorded["decision_id"], "status": "parked"}
-        )
+        answer = await call("operator_update_decision", {"id": recorded["decision_id"], "status": "parked"})
         check(answer["decision"], DecisionAnswer, "operator_update_decision")
         check(answer["intent"], IntentAnswer, "operator_update_decision (its intent)")
         note = await call("operator_record_action_intent", {"action": {"type": "note", "title": "Jot"}})
