@@ -1,15 +1,9 @@
 """The human approval channel of the JSON API (django-ninja), mounted at /api/intents/.
 
-For future human channels (a phone app, a chat bridge acting on the person's tap): the same
-library functions the admin approval queue calls (`intents/approval.py`), behind the same rule —
-a Django session of an active staff login linked to an active human principal, with Django's CSRF
-check on every unsafe request. A bearer token (any agent's, even the owner's MCP token) gets 401:
-tokens never reach approval.
-
-- `GET  /api/intents/pending`        the approval queue (each intent with `seen`, its payload digest)
-- `GET  /api/intents/{id}`           one intent, with `seen`
-- `POST /api/intents/{id}/decide`    `{"decision": "accept"|"edit"|"respond"|"ignore"|"reject",
-                                       "seen": <digest>, ...}` → the intent after the decision
+The same library functions the admin approval queue calls (`intents/approval.py`), behind the same
+rule: a Django session of an active staff login linked to an active human principal, with CSRF on
+every unsafe request. A bearer token (any agent's, even the owner's) gets 401: tokens never reach
+approval. docs/gate.md ("Approval: the withheld power") lists the channels.
 """
 
 from __future__ import annotations

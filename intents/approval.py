@@ -1,28 +1,10 @@
 """The withheld power: approval, and the person's other answers to an intent.
 
-Seed §4.2: approval is "a named decision recorded in the source, with a note instructing future
-approval channels to call the library function directly rather than add a tool here." This module
-is that library function. It is called by human channels only — the admin approval queue
-(`intents/admin.py`) and the human API (`intents/api.py`, Django session + CSRF) — and by nothing
-an agent can reach: no MCP tool and no module of the MCP face imports it, and
-`intents/tests/test_architecture.py` fails the build if one ever does.
-
-Every function here:
-
-- requires a person: an active staff login linked to an active human principal (a staff login
-  without one may look at the queue, never decide);
-- acts only on an intent still `pending_approval`, with a conditional update ("only if still
-  pending, only if the payload is still the one the person saw"), so a double click, a second tab
-  or a race with the expiry sweep decides once;
-- records who decided, when and through which channel, on the decision row and in the intent's
-  append-only history;
-- runs in one transaction: a refusal leaves nothing written.
-
-The four affordances offered to the person (seed §4.5): accept → `approve_intent`; edit →
-`edit_and_approve` (the edited payload is re-stamped by the gate, gets a new idempotency key, and is
-what gets approved); respond → `respond_to_intent` (a human-authored reply recorded on the
-decision; the intent stays pending); ignore → `ignore_intent` (the decision is parked; the intent
-stays pending until it expires). `reject_intent` says no.
+The library function human channels call — the admin approval queue (`intents/admin.py`) and the
+human API (`intents/api.py`) — and nothing an agent can reach: no tool and no module of the MCP face
+imports it (`intents/tests/test_architecture.py`). Each function requires a person, acts only on an
+intent still pending with the payload the person saw, records who decided, and runs in one
+transaction. docs/gate.md ("Approval: the withheld power") has the four affordances and the rule.
 """
 
 from __future__ import annotations

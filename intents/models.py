@@ -105,7 +105,7 @@ class PolicyDecision(models.TextChoices):
 
 
 class Intent(models.Model):
-    """A typed action an agent wants done in the outside world, stamped by the gate (seed §4.5).
+    """A typed action an agent wants done in the outside world, stamped by the gate (docs/gate.md).
 
     The row is the whole story: the payload, the gate's verdict and reasons, where it is in its
     lifecycle, and — for an approved one — the decision that approved it. The database itself
@@ -130,7 +130,8 @@ class Intent(models.Model):
     policy_reasons = models.JSONField(default=list)
     policy_rules = models.JSONField(default=list, help_text="Ids of the gate rules that matched.")
 
-    # sha1 of the escaped `type|title|recipient|amount|body`, first 32 hex (seed §4.5).
+    # sha1 of the escaped `type|title|recipient|amount|body`, first 32 hex (docs/gate.md,
+    # "The intent row and its key").
     idempotency_key = models.CharField(max_length=32)
     local_day = models.DateField(help_text="The day (OPERATOR_TIME_ZONE) the key is unique within.")
     # sha256 of every payload field: what the person saw is what the person approves.

@@ -339,17 +339,20 @@ def principal_and_count(
 
 # --- locks, maxima, budgets, a rule's rows ---------------------------------------------------------
 def lock_key(name: str) -> int:
-    """A stable advisory-lock key (a positive bigint) for a name."""
+    """The advisory-lock key of a name (a positive bigint): the one key scheme of every lock."""
     digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def advisory_xact_lock(key: int) -> None:
-    """Queue behind any other transaction holding lock `key`, until this transaction ends
-    (PostgreSQL `pg_advisory_xact_lock`; released at commit or rollback, so a hung client cannot hold
-    it past its transaction). SQLite needs none: its write transactions run one at a time."""
+def advisory_xact_lock(name: str | int) -> None:
+    """Queue behind any other transaction holding the lock `name`, until this transaction ends
+    (PostgreSQL `pg_advisory_xact_lock` on `lock_key(name)`; released at commit or rollback, so a
+    hung client cannot hold it past its transaction). SQLite needs none: its write transactions run
+    one at a time. Pass the lock's name; an int is taken as a key already made (callers that still
+    pass one: goals/services.py, operator_site/lineage.py — to go once they pass their names)."""
     if connection.vendor != "postgresql":
         return
+    key = lock_key(name) if isinstance(name, str) else name
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 

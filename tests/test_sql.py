@@ -182,7 +182,7 @@ def test_instances_are_the_rows_of_the_orm_rule_compiled_once(agent) -> None:
         assert [_fields(d) for d in raw] == [_fields(d) for d in orm]
         assert len(queries) == 1
         seen.append(len(raw))
-    assert seen == [2, 1, 2, 0]
+    assert seen == [2, 1, 3, 0]
     # Datetimes, integers and text bound per call, in the order the ORM compiled them.
     from runs.records import record_progress
 
@@ -198,6 +198,28 @@ def test_instances_are_the_rows_of_the_orm_rule_compiled_once(agent) -> None:
         )
     with pytest.raises(TypeError):
         sql.instances(lambda when: Directive.objects.active(now), when=now)  # a closure: refused
+
+
+def test_an_advisory_lock_is_named_and_held_until_the_transaction_ends() -> None:
+    """One key scheme: a lock's name, through `lock_key`. On SQLite there is nothing to take."""
+    held_sql = (
+        "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+        "WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    )
+
+    def held() -> set[int]:
+        if connection.vendor != "postgresql":
+            return set()
+        with connection.cursor() as cursor:
+            cursor.execute(held_sql)
+            return {row[0] for row in cursor.fetchall()}
+
+    assert sql.lock_key("operator.test") == sql.lock_key("operator.test") > 0
+    with transaction.atomic():
+        sql.advisory_xact_lock("operator.test")
+        inside = held()
+    assert inside == ({sql.lock_key("operator.test")} if connection.vendor == "postgresql" else set())
+    assert held() == set()
 
 
 def test_capped_figures_count_up_to_the_cap() -> None:

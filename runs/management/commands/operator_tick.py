@@ -1,24 +1,8 @@
-"""`python manage.py operator_tick MODE [--date YYYY-MM-DD] [--observe]`: one tick, safe to call from
-cron or a systemd timer.
-
-`morning`, `start`, `check-in` and `night` run under a run of the single-running lock (kind
-`tick:<mode>`, held by the token-less agent principal `operator-tick`): start the run, then in ONE
-transaction send its heartbeat and run the tick — so if another run took the lock over meanwhile,
-the heartbeat is refused and the tick commits nothing (fencing) — then heartbeat again and finish
-the run `ok` (`error` if the tick was refused or failed, `cancelled` on SIGTERM or Ctrl-C).
-After a morning tick, the notices it released are delivered (`deliver_due`). `status` writes
-nothing, so it takes no run: it works while another run holds the lock.
-
-`--observe` (morning, start, check-in) also runs the observe step (`runs.observe.observe_step`:
-probes through the brain, recorded as tainted observations) under the same run, after the tick.
-Without a brain it reports `brain_not_configured` and the tick still counts as done.
-
-Prints a short summary for a person (what the tick did, the run, the notices); `--json` prints the
-tick's full answer as JSON instead (for scripts and logs that parse it).
-
-Exit status: 0 done; 75 (EX_TEMPFAIL) another run holds the lock — nothing was done, try again
-later; 1 the tick was refused (e.g. a date in the future), failed, its run went stale under it, or
-an observe probe could not be carried out; 130 interrupted; 2 bad usage.
+"""`python manage.py operator_tick MODE [--date YYYY-MM-DD] [--observe] [--json]`: one tick, safe to
+call from cron or a systemd timer. Every mode but `status` runs under its own run (`runs/holding.py`),
+the tick and the run's heartbeat in ONE transaction, so a tick whose run was taken over commits
+nothing. Exit status: 0 done; 75 another run holds the lock (try again later); 1 refused, failed or
+stale; 130 interrupted; 2 bad usage. docs/runs-and-ticks.md ("manage.py operator_tick") has it all.
 """
 
 from __future__ import annotations
