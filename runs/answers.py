@@ -11,7 +11,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from django.utils import timezone
 
-from runs.models import Observation, OperatorDay, ProgressEntry, Run
+from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
 
 class DayAnswer(TypedDict):
@@ -86,6 +86,18 @@ class ObservationAnswer(TypedDict):
     recorded_by: str
     day: date
     created: datetime
+
+
+class TickAnswer(TypedDict):
+    id: int
+    mode: str
+    date: date
+    at: datetime
+    since: datetime | None
+    by: str
+    run_id: int | None
+    progress_id: int | None
+    headline: str | None
 
 
 class FencedObservations(TypedDict):
@@ -170,4 +182,18 @@ def observation_dict(observation: Observation) -> ObservationAnswer:
         "recorded_by": observation.recorded_by.name,
         "day": observation.day.date,
         "created": observation.created_at,
+    }
+
+
+def tick_dict(tick: Tick) -> TickAnswer:
+    return {
+        "id": tick.id,
+        "mode": tick.mode,
+        "date": tick.day.date,
+        "at": tick.at,
+        "since": tick.since,
+        "by": tick.principal.name,
+        "run_id": tick.run_id,
+        "progress_id": tick.progress_id,
+        "headline": (tick.report or {}).get("headline"),
     }

@@ -24,7 +24,7 @@ from operator_site.errors import failed_step, log_failure
 from operator_site.face.envelope import Refusal
 from operator_site.models import Principal
 from operator_site.notifications import release_held, request_delivery
-from runs.answers import day_dict, progress_dict
+from runs.answers import day_dict, progress_dict, tick_dict
 from runs.days import find_day, open_day
 from runs.lock import recover_stale_runs, run_status
 from runs.models import OperatorDay, Run, Tick
@@ -41,20 +41,6 @@ LAPSED_DIRECTIVES_LISTED = 20
 def jsonable(value: Any) -> Any:
     """Plain JSON (dates and datetimes as ISO text), for JSON columns without an encoder."""
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
-
-
-def tick_dict(tick: Tick) -> dict[str, Any]:
-    return {
-        "id": tick.id,
-        "mode": tick.mode,
-        "date": tick.day.date,
-        "at": tick.at,
-        "since": tick.since,
-        "by": tick.principal.name,
-        "run_id": tick.run_id,
-        "progress_id": tick.progress_id,
-        "headline": (tick.report or {}).get("headline"),
-    }
 
 
 def previous_tick(now: datetime) -> Tick | None:

@@ -25,6 +25,7 @@ from runs.answers import (
     ProgressAnswer,
     RunningRunAnswer,
     RunStatusAnswer,
+    TickAnswer,
 )
 from runs.records import fenced_observations
 from tests.fixtures import mcp_client, orm, tool_json
@@ -44,6 +45,7 @@ SHAPES = (
     ProgressAnswer,
     ObservationAnswer,
     FencedObservations,
+    TickAnswer,
 )
 
 
@@ -124,8 +126,12 @@ async def test_every_answer_has_exactly_the_keys_of_its_declared_shape(agent) ->
             "operator_record_observation", {"kind": "world", "summary": "rain", "data": {"mm": 3}}
         )
         check(answer["observation"], ObservationAnswer, "operator_record_observation")
+        checked_in = await call("operator_tick", {"mode": "check-in"})
+        check(checked_in["tick"], TickAnswer, "operator_tick check-in")
+        check(checked_in["progress"], ProgressAnswer, "operator_tick check-in (progress)")
         night = await call("operator_tick", {"mode": "night"})
         check(night["day"], DayAnswer, "operator_tick night")
+        check(night["tick"], TickAnswer, "operator_tick night (tick)")
         status = await call("operator_tick", {"mode": "status", "date": timezone.localdate().isoformat()})
         check(status["day"], DayAnswer, "operator_tick status (day)")
         check(status["runs"]["last_finished"], EndedRunAnswer, "operator_tick status (last finished)")
