@@ -200,6 +200,7 @@ def test_instances_are_the_rows_of_the_orm_rule_compiled_once(agent) -> None:
         sql.instances(lambda when: Directive.objects.active(now), when=now)  # a closure: refused
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_advisory_lock_is_named_and_held_until_the_transaction_ends() -> None:
     """One key scheme: a lock's name, through `lock_key`. On SQLite there is nothing to take."""
     held_sql = (

@@ -136,11 +136,6 @@ def fenced_tick(
         return ticks.run_tick(principal=principal, mode=mode, day=day, run=started.run)
 
 
-def finish(started: StartedRun, principal: Principal, status: str, summary: str) -> str:
-    """Finish the run; returns its final status ('stale' if it was taken over meanwhile)."""
-    return holding.finish(started, principal, status, summary)
-
-
 class Command(BaseCommand):
     help = "Run one tick (morning, start, check-in, night, status) under a run of the single-running lock."
 
@@ -215,7 +210,7 @@ class Command(BaseCommand):
             final = (
                 "stale"
                 if taken_over
-                else finish(started, principal, "error", f"{refusal.code}: {refusal.reason}")
+                else holding.finish(started, principal, "error", f"{refusal.code}: {refusal.reason}")
             )
             answer.update(ok=False, error=refusal.code, reason=refusal.reason)
             answer["run"] = {"status": final, "summary": refusal.reason}
@@ -269,10 +264,10 @@ class Command(BaseCommand):
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
             raise
-        final = finish(started, principal, status, summary)
+        final = holding.finish(started, principal, status, summary)
         answer["ok"] = final == "ok"
         answer["run"] = {"status": final, "summary": summary}
         return answer
 
 
-__all__ = ["Command", "fenced_tick", "finish", "start_tick_run"]
+__all__ = ["Command", "fenced_tick", "start_tick_run"]
