@@ -71,14 +71,15 @@ def fill(target: int, all_open: bool) -> dict[str, Any]:
     from django.utils import timezone
 
     from goals.models import Task
-    from intents.services import ActionInput, record_intent, set_directive
+    from intents.directives import set_directive
+    from intents.lifecycle import ActionInput, record_intent
     from operator_site.models import AuditEvent, Principal
-    from runs import services as runs
     from runs.models import Observation, OperatorDay
+    from runs.records import record_progress
 
     principal, _ = Principal.objects.get_or_create(name="bench-history", defaults={"kind": "agent"})
     now = timezone.now()
-    today = runs.local_date(now)
+    today = timezone.localdate(now)
     with transaction.atomic():
         if not Task.objects.exists():  # the first fill: a little of everything else the packet shows
             for i in range(12):
@@ -88,7 +89,7 @@ def fill(target: int, all_open: bool) -> dict[str, Any]:
                 )
             set_directive(principal=principal, kind="topic_mute", topic="newsletters", minutes=600, reason="")
             for i in range(12):
-                runs.record_progress(principal=principal, summary=f"step {i}", outcome="done")
+                record_progress(principal=principal, summary=f"step {i}", outcome="done")
 
     statuses = ("done", "dropped")
     priorities = ("urgent", "high", "normal", "low")

@@ -15,15 +15,17 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from intents import approval, proposal_page, services
-from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus
+from intents import approval, proposal_page
+from intents.directives import clear_directives
+from intents.lifecycle import format_amount, local_text
+from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus, in_force
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.refusals import Refusal
@@ -46,9 +48,14 @@ class DirectiveAdmin(ReadOnlyAdmin):
     search_fields = ("topic", "reason")
     actions = ("clear_selected",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Directive]:
+        # The one rule of a directive in force (intents.models.in_force), evaluated by the database.
+        rule = ExpressionWrapper(in_force(timezone.now()), output_field=BooleanField())
+        return super().get_queryset(request).annotate(is_in_force=rule)
+
     @admin.display(boolean=True, description="in force")
     def in_force(self, obj: Directive) -> bool:
-        return obj.cleared_at is None and obj.expires_at > timezone.now()
+        return obj.is_in_force
 
     @admin.action(description="Lift the selected directives", permissions=["view"])
     def clear_selected(self, request: HttpRequest, queryset: QuerySet[Directive]) -> None:
@@ -60,7 +67,7 @@ class DirectiveAdmin(ReadOnlyAdmin):
         for directive in queryset:
             try:
                 with transaction.atomic():
-                    lifted += len(services.clear_directives(principal=principal, directive_id=directive.id))
+                    lifted += len(clear_directives(principal=principal, directive_id=directive.id))
             except Refusal:
                 continue  # already expired or cleared
         messages.success(request, f"Lifted {lifted} directive(s).")
@@ -164,11 +171,11 @@ class IntentAdmin(ReadOnlyAdmin):
 
     @admin.display(description="due")
     def due_local(self, obj: Intent) -> str:
-        return services.local_text(obj.due) if obj.due else "—"
+        return local_text(obj.due) if obj.due else "—"
 
     @admin.display(description="amount")
     def amount(self, obj: Intent) -> str:
-        return services.format_amount(obj.amount_cents) or "—"
+        return format_amount(obj.amount_cents) or "—"
 
     @admin.display(description="decide")
     def decide(self, obj: Intent) -> str:
@@ -255,8 +262,8 @@ class IntentAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
             "intent": intent,
             "decision": decision,
-            "amount": services.format_amount(intent.amount_cents),
-            "due": services.local_text(intent.due) if intent.due else None,
+            "amount": format_amount(intent.amount_cents),
+            "due": local_text(intent.due) if intent.due else None,
             "events": intent.events.select_related("by").order_by("id"),
             "affordances": [(name, AFFORDANCE_LABELS[name]) for name in shown],
             "pending": pending,

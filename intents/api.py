@@ -1,15 +1,9 @@
 """The human approval channel of the JSON API (django-ninja), mounted at /api/intents/.
 
-For future human channels (a phone app, a chat bridge acting on the person's tap): the same
-library functions the admin approval queue calls (`intents/approval.py`), behind the same rule —
-a Django session of an active staff login linked to an active human principal, with Django's CSRF
-check on every unsafe request. A bearer token (any agent's, even the owner's MCP token) gets 401:
-tokens never reach approval.
-
-- `GET  /api/intents/pending`        the approval queue (each intent with `seen`, its payload digest)
-- `GET  /api/intents/{id}`           one intent, with `seen`
-- `POST /api/intents/{id}/decide`    `{"decision": "accept"|"edit"|"respond"|"ignore"|"reject",
-                                       "seen": <digest>, ...}` → the intent after the decision
+The same library functions the admin approval queue calls (`intents/approval.py`), behind the same
+rule: a Django session of an active staff login linked to an active human principal, with CSRF on
+every unsafe request. A bearer token (any agent's, even the owner's) gets 401: tokens never reach
+approval. docs/gate.md ("Approval: the withheld power") lists the channels.
 """
 
 from __future__ import annotations
@@ -20,7 +14,9 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema
 from ninja.security import SessionAuthIsStaff
 
-from intents import approval, services
+from intents import approval
+from intents.answers import decision_dict, intent_dict
+from intents.lifecycle import pending_approvals
 from intents.models import Intent
 from operator_site.refusals import Refusal
 
@@ -59,9 +55,9 @@ class DecideIn(Schema):
 def _with_seen(intent: Intent) -> dict[str, Any]:
     decision = intent.decisions.first()
     return {
-        **services.intent_dict(intent),
+        **intent_dict(intent),
         "seen": intent.payload_digest,
-        "decision": services.decision_dict(decision) if decision else None,
+        "decision": decision_dict(decision) if decision else None,
     }
 
 
@@ -95,7 +91,7 @@ def pending(request: HttpRequest) -> Any:
     refused = _human_or_refused(request)
     if refused:
         return refused
-    return [_with_seen(intent) for intent in services.pending_approvals(limit=200)]
+    return [_with_seen(intent) for intent in pending_approvals(limit=200)]
 
 
 @router.get(

@@ -1,28 +1,10 @@
 """The withheld power: approval, and the person's other answers to an intent.
 
-Seed §4.2: approval is "a named decision recorded in the source, with a note instructing future
-approval channels to call the library function directly rather than add a tool here." This module
-is that library function. It is called by human channels only — the admin approval queue
-(`intents/admin.py`) and the human API (`intents/api.py`, Django session + CSRF) — and by nothing
-an agent can reach: no MCP tool and no module of the MCP face imports it, and
-`intents/tests/test_architecture.py` fails the build if one ever does.
-
-Every function here:
-
-- requires a person: an active staff login linked to an active human principal (a staff login
-  without one may look at the queue, never decide);
-- acts only on an intent still `pending_approval`, with a conditional update ("only if still
-  pending, only if the payload is still the one the person saw"), so a double click, a second tab
-  or a race with the expiry sweep decides once;
-- records who decided, when and through which channel, on the decision row and in the intent's
-  append-only history;
-- runs in one transaction: a refusal leaves nothing written.
-
-The four affordances offered to the person (seed §4.5): accept → `approve_intent`; edit →
-`edit_and_approve` (the edited payload is re-stamped by the gate, gets a new idempotency key, and is
-what gets approved); respond → `respond_to_intent` (a human-authored reply recorded on the
-decision; the intent stays pending); ignore → `ignore_intent` (the decision is parked; the intent
-stays pending until it expires). `reject_intent` says no.
+The library function human channels call — the admin approval queue (`intents/admin.py`) and the
+human API (`intents/api.py`) — and nothing an agent can reach: no tool and no module of the MCP face
+imports it (`intents/tests/test_architecture.py`). Each function requires a person, acts only on an
+intent still pending with the payload the person saw, records who decided, and runs in one
+transaction. docs/gate.md ("Approval: the withheld power") has the four affordances and the rule.
 """
 
 from __future__ import annotations
@@ -38,8 +20,8 @@ from django.utils import timezone
 
 from beliefs.models import Instruction
 from beliefs.services import record_instruction
-from intents import services
 from intents.gate import Verdict
+from intents.lifecycle import describe_intent, log_event, move_intent, stamp, withdraw_approval_notice
 from intents.models import (
     OPEN_DECISION_STATUSES,
     Decision,
@@ -154,8 +136,8 @@ def _approve(
         updated_at=now,
     ):
         raise _conflict(intent)
-    services.withdraw_approval_notice(intent.id, IntentStatus.APPROVED)
-    services.log_event(
+    withdraw_approval_notice(intent.id, IntentStatus.APPROVED)
+    log_event(
         intent,
         "approved",
         by=principal,
@@ -185,7 +167,7 @@ def _apply_proposal(
     )
     result = proposals.accept(proposal, principal=principal, approval=evidence)
     version = result.get("version")
-    return services.move_intent(
+    return move_intent(
         intent,
         IntentStatus.EXECUTED,
         by=principal,
@@ -252,7 +234,7 @@ def edit_and_approve(
         if amount_cents is not None and (isinstance(amount_cents, bool) or amount_cents < 0):
             raise Refusal("invalid_amount", "The amount must be a whole number of cents, zero or more.")
         edited.amount_cents = amount_cents
-    result = services.stamp(edited)
+    result = stamp(edited)
     if result.decision == Verdict.DENY:
         raise Refusal(
             "denied_by_gate",
@@ -287,7 +269,7 @@ def edit_and_approve(
         raise _conflict(fresh)
     before = {"title": fresh.title, "body": fresh.body, "amount_cents": fresh.amount_cents}
     after = {"title": edited.title, "body": edited.body, "amount_cents": edited.amount_cents}
-    services.log_event(
+    log_event(
         fresh,
         "edited",
         by=principal,
@@ -298,7 +280,7 @@ def edit_and_approve(
         now=now,
     )
     Decision.objects.filter(intent=fresh, status__in=OPEN_DECISION_STATUSES).update(
-        title=f"Approve: {edited.title}"[:300], detail=services.describe_intent(edited), updated_at=now
+        title=f"Approve: {edited.title}"[:300], detail=describe_intent(edited), updated_at=now
     )
     return _approve(
         edited, principal=principal, seen=edited.payload_digest, via=via, note=note.strip(), now=now
@@ -342,7 +324,7 @@ def respond_to_intent(
         updated_at=now,
     ):
         raise _conflict(fresh)
-    services.log_event(
+    log_event(
         fresh, "responded", by=principal, via=via, note=text, data={"instruction_id": instruction.id}, now=now
     )
     decision.refresh_from_db()
@@ -368,7 +350,7 @@ def ignore_intent(
         updated_at=now,
     ):
         raise Refusal("already_parked", f"The question about intent {fresh.id} is already parked.")
-    services.log_event(
+    log_event(
         fresh,
         "decision_parked",
         by=principal,
@@ -401,9 +383,7 @@ def reject_intent(
         updated_at=now,
     ):
         raise _conflict(fresh)
-    return services.move_intent(
-        fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now
-    )
+    return move_intent(fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now)
 
 
 def decide(

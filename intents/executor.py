@@ -1,49 +1,9 @@
-"""The executor: carries out approved and queued intents through the brain (seed §4.5, §4.6).
+"""The executor: carries out approved and queued intents through the brain, each at most once.
 
-An intent the gate allowed (`queued`) or a person approved (`approved`) is **claimed** with a
-lease, moved to `executing`, handed to the handler for its type, which makes exactly one call on
-the person's brain through the executor allowlist (`call_brain("executor", ...)`), and ends
-`executed` or `failed` with what the brain answered recorded on the intent (`execution_result`)
-and on its history. Nothing else is ever executed: every other status is left alone, and an
-intent whose type has no handler fails with a reason rather than a guess.
-
-**A handler never runs twice for one intent.** The rule, and why it holds:
-
-1. *Claim* (one short transaction): pick the oldest claimable intent — `approved` or `queued`, or
-   `executing` under a lease that expired — locked with `SELECT … FOR UPDATE SKIP LOCKED` on
-   PostgreSQL (concurrent executors take different rows instead of queueing), serialised by the
-   `IMMEDIATE` write lock on SQLite; the move itself is a compare-and-set on the status (and, for
-   a reclaim, on the old lease token), so two claimants can never both win.
-2. *Attempt* (its own committed transaction, BEFORE the brain is called): set `attempted_at` and
-   `execution_key` with `UPDATE … WHERE status = 'executing' AND lease_token = <mine> AND
-   attempted_at IS NULL AND lease_expires_at > now + timeout`. `attempted_at` is set once and never
-   cleared, so at most one process ever gets past this line for an intent — whatever crashes,
-   pauses or races happen around it. Only then is the brain called.
-3. *Outcome*: `executed` or `failed`, compare-and-set on the lease token, the lease cleared.
-4. *Reclaim*: an `executing` intent whose lease expired is claimable again. If it was never
-   attempted (its executor died between claim and attempt), it is executed normally. If it WAS
-   attempted (its executor died or hung between the brain call and recording the outcome), nobody
-   knows whether the brain acted: it is failed with `attempt_interrupted`, never called again.
-   The brain received the intent's `execution_key` in the request's `_meta`
-   (`io.operator/idempotency-key`), so a brain that de-duplicates can be asked what happened.
-
-The lease is longer than the downstream deadline (`lease_s > timeout_s`, by default
-`BRAIN_TIMEOUT_S + 60 s`) and the attempt requires the remaining lease to outlast the deadline, so a
-live executor's call has always been abandoned before anyone can reclaim its intent.
-
-**A downstream timeout fails the intent** (`failed`, `error: brain_timeout`, the lease cleared).
-It is not released for a retry: the call may have reached the brain (a stalled brain did receive
-it) and a retry would risk doing the thing twice. The claim is never left pinned.
-
-The executor runs under a run (`run_executor`: start, heartbeat after each intent and from a
-background thread, finish) and respects the single-running lock. One intent that fails — any
-exception, a poisoned row included — is failed with its reason (`fail_crashed`) and the pass goes
-on to the next. The ticks call `execute_step(principal=…, run=…)` inside their
-own run. Without `BRAIN_URL` nothing is claimed: the step reports `brain_not_configured` and
-`run_executor` finishes its run `skipped`.
-
-This module must not be called inside a transaction: the attempt must be committed before the
-brain is called (the attempt's `transaction.atomic(durable=True)` refuses to nest).
+Claim (a lease), record the attempt (committed before the brain is called), make one brain call
+through the handler for the intent's type (`intents/handlers.py`), end `executed` or `failed`.
+docs/gate.md ("The executor") explains why a handler never runs twice for one intent. Never call
+this module inside a transaction: the attempt must be committed before the brain is called.
 """
 
 from __future__ import annotations
@@ -51,32 +11,30 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import secrets
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from intents.gate import PROPOSAL_TYPES
+from intents.handlers import HANDLERS, BrainCall, HandlerError, handler_for
+from intents.lifecycle import log_event, transition_intent
 from intents.models import Intent, IntentStatus
-from intents.services import local_day, local_text, log_event, transition_intent
 from operator_site.errors import log_failure, short_reason
 from operator_site.models import Principal
-from operator_site.powers import EXECUTOR_TOOLS
 from operator_site.refusals import Refusal
-from runs import services as runs
+from runs import holding
 from runs.brain import BrainError, BrainRefused, call_brain, check_allowed
-from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.keepalive import WORKER_STALE_AFTER_S
+from runs.lock import StartedRun, heartbeat
 
 logger = logging.getLogger("operator.executor")
 
@@ -89,133 +47,10 @@ MAX_RESULT_TEXT_CHARS = 4000
 MAX_ARGUMENT_CHARS = 500
 
 
-# --- handlers: intent type → one brain call -------------------------------------------------------------
-@dataclass(frozen=True)
-class BrainCall:
-    tool: str
-    arguments: dict[str, Any]
-
-
-class HandlerError(Exception):
-    """The intent cannot be carried out as recorded (said before anything is called)."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code, self.reason = code, reason
-
-
-@dataclass(frozen=True)
-class Handler:
-    tool: str
-    build: Callable[[Intent], dict[str, Any]]
-    does: str  # one line for the docs
-
-
-def _slug(text: str, limit: int = 48) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug[:limit].rstrip("-") or "untitled"
-
-
-def _as_markdown(intent: Intent) -> str:
-    lines = [f"# {intent.title}", "", f"- {intent.action_type}, intent #{intent.id}"]
-    if intent.recipient:
-        lines.append(f"- for: {intent.recipient}")
-    if intent.due:
-        lines.append(f"- due: {local_text(intent.due)}")
-    if intent.topic:
-        lines.append(f"- topic: {intent.topic}")
-    if intent.body:
-        lines += ["", intent.body]
-    return "\n".join(lines) + "\n"
-
-
-def _write_as_file(intent: Intent) -> dict[str, Any]:
-    """A note, reminder or draft becomes a Markdown file; a draft is written, never sent."""
-    path = f"operator/{intent.action_type}s/{local_day(intent.created_at):%Y-%m-%d}-intent-{intent.id}-"
-    return {"path": path + f"{_slug(intent.title)}.md", "payload": _as_markdown(intent)}
-
-
-SAFE_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
-
-
-def _write_file(intent: Intent) -> dict[str, Any]:
-    """The title is the relative path (what the person approved), the body is the content."""
-    path = intent.title.strip()
-    if not SAFE_PATH.fullmatch(path) or len(path) > 200:
-        raise HandlerError(
-            "invalid_path",
-            f"A file_write intent's title must be the relative path of the file (like notes/plan.md: "
-            f"letters, digits, '.', '_', '-' and '/', no leading '/' or '.'), not {path[:80]!r}; "
-            "nothing was written.",
-        )
-    return {"path": path, "payload": intent.body}
-
-
-def _run_in_workspace(intent: Intent) -> dict[str, Any]:
-    if not intent.body.strip():
-        raise HandlerError(
-            "command_required",
-            "A workspace action's body must hold the command to run (the title only names it); "
-            "nothing was run.",
-        )
-    return {"command": intent.body}
-
-
-def _query(intent: Intent) -> dict[str, Any]:
-    return {"query": intent.body.strip() or intent.title}
-
-
-_FILE = Handler("files_write", _write_as_file, "written as a Markdown file under `operator/<type>s/`")
-_WRITE = Handler("files_write", _write_file, "`path` = the title (a relative path), `payload` = the body")
-_RUN = Handler("actions_workspace_run", _run_in_workspace, "`command` = the body (required)")
-_SEARCH = Handler("files_search", _query, "`query` = the body, or the title if the body is empty")
-_RECALL = Handler("memory_recall", _query, "`query` = the body, or the title if the body is empty")
-
-# Keys are normalised action types (intents.gate.normalise_type). Anything else: no handler.
-HANDLERS: MappingProxyType[str, Handler] = MappingProxyType(
-    {
-        "note": _FILE,
-        "reminder": _FILE,
-        "draft": _FILE,
-        "file_write": _WRITE,
-        "write_file": _WRITE,
-        "workspace_action": _RUN,
-        "workspace_run": _RUN,
-        "file_search": _SEARCH,
-        "search_files": _SEARCH,
-        "memory_recall": _RECALL,
-        "recall": _RECALL,
-    }
-)
-assert {h.tool for h in HANDLERS.values()} <= EXECUTOR_TOOLS, "a handler outside the executor allowlist"
-
-
-def handler_for(action_type: str) -> Handler | None:
-    return HANDLERS.get(action_type)
-
-
 def execution_key(intent: Intent) -> str:
     """The idempotency key sent to the brain: one per intent and payload, stable across claims."""
     text = f"operator-intent|{intent.id}|{intent.idempotency_key}|{intent.payload_digest}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-# --- the service principal ------------------------------------------------------------------------------
-def executor_principal(name: str = EXECUTOR_PRINCIPAL) -> Principal:
-    """The token-less agent principal the executor acts as (and holds its runs as).
-
-    It may call no tool (`tools = []`) and has no token, so nobody can act as it over /mcp. A
-    principal of that name that has a token, tools or is human is refused, not borrowed.
-    """
-    principal, _ = Principal.objects.get_or_create(
-        name=name, defaults={"kind": Principal.Kind.AGENT, "tools": []}
-    )
-    if principal.kind != Principal.Kind.AGENT or principal.token_digest or principal.tools != []:
-        raise ImproperlyConfigured(
-            f"Principal {name!r} exists with a token, tools or as a human; the executor acts as a "
-            "token-less agent of that name. Rename that principal."
-        )
-    return principal
 
 
 # --- claims --------------------------------------------------------------------------------------------
@@ -615,7 +450,7 @@ def _lease_for(lease_s: float | None, timeout_s: float) -> float:
 def execute_step(
     *,
     principal: Principal | None = None,
-    run: runs.StartedRun | None = None,
+    run: StartedRun | None = None,
     limit: int = DEFAULT_LIMIT,
     lease_s: float | None = None,
     timeout_s: float | None = None,
@@ -627,7 +462,7 @@ def execute_step(
     that the run went stale, the step stops claiming (status `stale`). `now` fixes the clock (tests).
     Never call it inside a transaction.
     """
-    principal = principal or executor_principal()
+    principal = principal or Principal.objects.service(EXECUTOR_PRINCIPAL)
     timeout = float(settings.BRAIN_TIMEOUT_S if timeout_s is None else timeout_s)
     lease = _lease_for(lease_s, timeout)
     report = ExecutorReport()
@@ -657,11 +492,11 @@ def execute_step(
     return report
 
 
-def _heartbeat(run: runs.StartedRun, principal: Principal, report: ExecutorReport, now: datetime) -> bool:
+def _heartbeat(run: StartedRun, principal: Principal, report: ExecutorReport, now: datetime) -> bool:
     done = len(report.outcomes)
     try:
         with transaction.atomic():
-            runs.heartbeat(
+            heartbeat(
                 principal=principal,
                 run_id=run.run.id,
                 token=run.token,
@@ -690,26 +525,19 @@ def run_executor(
     claimed). Finishes the run `skipped` when no brain is configured, `ok` after a pass (failed
     intents are outcomes, not run errors), `error` if the pass itself crashed.
     """
-    principal = principal or executor_principal()
+    principal = principal or Principal.objects.service(EXECUTOR_PRINCIPAL)
     _lease_for(lease_s, float(settings.BRAIN_TIMEOUT_S if timeout_s is None else timeout_s))
-    with transaction.atomic():
-        started = runs.start_run(principal=principal, kind="executor", stale_after_s=stale_after_s, now=now)
-    try:
-        with KeepAlive(started, principal, progress="executor: carrying out intents"):
-            report = execute_step(
-                principal=principal, run=started, limit=limit, lease_s=lease_s, timeout_s=timeout_s, now=now
-            )
-    except BaseException as exc:
-        cancelled = isinstance(exc, KeyboardInterrupt | SystemExit)
-        why = type(exc).__name__ if cancelled else short_reason(exc, log_failure(logger, "executor pass"))
-        _finish_run(
-            started,
-            principal,
-            "cancelled" if cancelled else "error",
-            f"executor {'stopped' if cancelled else 'crashed'}: {why}",
-            now,
+    with holding.held_run(
+        principal,
+        kind="executor",
+        stale_after_s=stale_after_s,
+        progress="executor: carrying out intents",
+        logger=logger,
+        now=now,
+    ) as started:
+        report = execute_step(
+            principal=principal, run=started, limit=limit, lease_s=lease_s, timeout_s=timeout_s, now=now
         )
-        raise
     report.run_id = started.run.id
     if report.status == "stale":
         report.run_status = "stale"
@@ -721,22 +549,5 @@ def run_executor(
         else f"executed {len(counts['executed'])}, failed {len(counts['failed'])}, lost {len(counts['lost'])}"
     )
     status = "skipped" if report.status == "brain_not_configured" else "ok"
-    report.run_status = _finish_run(started, principal, status, summary, now)
+    report.run_status = holding.finish(started, principal, status, summary, now)
     return report
-
-
-def _finish_run(
-    started: runs.StartedRun, principal: Principal, status: str, summary: str, now: datetime | None
-) -> str:
-    try:
-        with transaction.atomic():
-            return runs.finish_run(
-                principal=principal,
-                run_id=started.run.id,
-                token=started.token,
-                status=status,
-                summary=summary,
-                now=now,
-            ).status
-    except Refusal:
-        return "stale"

@@ -1,24 +1,9 @@
-"""The deterministic action gate (seed §4.5): a pure, table-driven function of an action.
+"""The deterministic action gate: a pure, table-driven function of an action.
 
-`evaluate(action)` runs every rule of `RULES` in order. Each rule that matches contributes its
-reason sentence; the strictest verdict among the matching rules wins (deny > requires_approval >
-allow). Nothing here reads the clock, the database, the network or a model: the same action
-always gets the same verdict, and the table below is the whole policy.
-
-- Rule 1 is the seed's: spending money, paid subscriptions, purchases and paid vendor commitments
-  (type `spend` or another paying type, or any positive `amount_cents`) require human approval,
-  with the seed's reason sentence verbatim.
-- Sharing credentials or secrets is denied outright; so is any action that would carry
-  secret-looking material (a private key, an API token, `password: ...`) away from the person.
-- Sending to anyone other than the person, publishing, deleting and anything irreversible
-  require approval.
-- Unknown types fail closed: they require approval. Only self-directed, reversible types (a note,
-  a reminder to the person, a draft) with no one else as recipient are allowed.
-- If no rule matched at all (impossible with this table, but the function must stay total), the
-  verdict is requires_approval.
-
-The table is rendered into `docs/gate.md` by `render_markdown()`; a test keeps the two identical.
-Regenerate the document with `python -m intents.gate --write docs/gate.md`.
+`evaluate(action)` runs every rule of `RULES` in order; the strictest verdict among the matching
+rules wins (deny > requires_approval > allow), and an action no rule matches requires approval.
+Nothing here reads the clock, the database, the network or a model. `render_markdown()` writes the
+table into docs/gate.md (`python -m intents.gate --write docs/gate.md`); a test keeps them identical.
 """
 
 from __future__ import annotations
@@ -43,7 +28,7 @@ class Verdict(StrEnum):
 
 _STRICTNESS = {Verdict.ALLOW: 0, Verdict.REQUIRES_APPROVAL: 1, Verdict.DENY: 2}
 
-# Seed §4.5, rule 1 of the gate, verbatim.
+# Rule 1 of the gate: its sentence is kept verbatim (docs/gate.md, "The gate").
 SPEND_REASON = (
     "Spending money, paid subscriptions, purchases, and paid vendor commitments require human "
     "approval before execution."

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -17,10 +19,17 @@ from django.utils import timezone
 from operator_site.models import AppendOnlyModel, Principal
 
 
+def in_force(now: Any) -> Q:
+    """The rule of a directive in force at `now`: not cleared and not yet expired (an expired
+    directive is never in force, swept or not). The one definition: `Directive.objects.active()`, the
+    admin's "in force" column and the fast read (`intents.directives.active_directives`) all use it."""
+    return Q(cleared_at__isnull=True, expires_at__gt=now)
+
+
 class DirectiveQuerySet(models.QuerySet):
-    def active(self, now=None) -> DirectiveQuerySet:
-        """Not cleared and not yet expired: an expired directive is never in force, swept or not."""
-        return self.filter(cleared_at__isnull=True, expires_at__gt=now or timezone.now())
+    def active(self, now: Any = None) -> DirectiveQuerySet:
+        """The directives in force at `now` (default: now)."""
+        return self.filter(in_force(now or timezone.now()))
 
 
 class Directive(models.Model):
@@ -96,7 +105,7 @@ class PolicyDecision(models.TextChoices):
 
 
 class Intent(models.Model):
-    """A typed action an agent wants done in the outside world, stamped by the gate (seed §4.5).
+    """A typed action an agent wants done in the outside world, stamped by the gate (docs/gate.md).
 
     The row is the whole story: the payload, the gate's verdict and reasons, where it is in its
     lifecycle, and — for an approved one — the decision that approved it. The database itself
@@ -121,7 +130,8 @@ class Intent(models.Model):
     policy_reasons = models.JSONField(default=list)
     policy_rules = models.JSONField(default=list, help_text="Ids of the gate rules that matched.")
 
-    # sha1 of the escaped `type|title|recipient|amount|body`, first 32 hex (seed §4.5).
+    # sha1 of the escaped `type|title|recipient|amount|body`, first 32 hex (docs/gate.md,
+    # "The intent row and its key").
     idempotency_key = models.CharField(max_length=32)
     local_day = models.DateField(help_text="The day (OPERATOR_TIME_ZONE) the key is unique within.")
     # sha256 of every payload field: what the person saw is what the person approves.

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from intents import services
+from intents import answers, decisions, directives, lifecycle
 from operator_site.display import Identifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
@@ -30,9 +30,9 @@ class SetDirectiveArgs(ToolArgs):
         None, min_length=1, max_length=100, description="Required for topic_mute and focus; not for quiet."
     )
     minutes: int = Field(
-        services.DEFAULT_DIRECTIVE_MINUTES,
+        directives.DEFAULT_DIRECTIVE_MINUTES,
         ge=1,
-        le=services.MAX_DIRECTIVE_MINUTES,
+        le=directives.MAX_DIRECTIVE_MINUTES,
         description="How long the directive stays in force (1..1440, default 60).",
     )
     reason: str | None = Field(None, max_length=500, description="Why, in the person's words.")
@@ -55,7 +55,7 @@ def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
     or `focus` (a topic), for `minutes` (default 60, at most 1440). A newer directive of the same kind
     and topic replaces the one in force. Safety notices are never held by directives."""
     now = timezone.now()
-    directive, superseded = services.set_directive(
+    directive, superseded = directives.set_directive(
         principal=call.principal,
         kind=args.kind,
         topic=args.topic,
@@ -63,7 +63,7 @@ def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
         reason=args.reason,
         now=now,
     )
-    return {"ok": True, "directive": services.directive_dict(directive, now), "superseded": superseded}
+    return {"ok": True, "directive": answers.directive_dict(directive, now), "superseded": superseded}
 
 
 class ClearDirectiveArgs(ToolArgs):
@@ -84,10 +84,10 @@ def clear_directive(call: ToolCall, args: ClearDirectiveArgs) -> dict[str, Any]:
     """Lift one directive (`id`), every directive of one `kind`, or all of them (`all: true`).
     Give exactly one of the three."""
     now = timezone.now()
-    cleared = services.clear_directives(
+    cleared = directives.clear_directives(
         principal=call.principal, directive_id=args.id, kind=args.kind, everything=bool(args.all), now=now
     )
-    return {"ok": True, "cleared": [services.directive_dict(d, now) for d in cleared], "count": len(cleared)}
+    return {"ok": True, "cleared": [answers.directive_dict(d, now) for d in cleared], "count": len(cleared)}
 
 
 class ListDirectivesArgs(ToolArgs):
@@ -105,11 +105,11 @@ def list_directives(call: ToolCall, args: ListDirectivesArgs) -> dict[str, Any]:
     """The directives currently shaping outbound contact: in force and unexpired, soonest expiry
     first."""
     now = timezone.now()
-    directives = [services.directive_dict(d, now) for d in services.active_directives(now)]
-    return {"ok": True, "now": now, "directives": directives, "count": len(directives)}
+    items = [answers.directive_dict(d, now) for d in directives.active_directives(now)]
+    return {"ok": True, "now": now, "directives": items, "count": len(items)}
 
 
-# --- the intent path (seed §4.5) -------------------------------------------------------------------
+# --- the intent path (docs/gate.md) -------------------------------------------------------------------
 class ActionSpec(BaseModel):
     """The action an agent wants done. Unknown fields are refused, naming the field."""
 
@@ -204,9 +204,9 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
     sees the diff and accepts, edits or declines it; accepting applies it, with their approval as
     the evidence."""
     action = args.action
-    intent, created = services.record_intent(
+    intent, created = lifecycle.record_intent(
         principal=call.principal,
-        action=services.ActionInput(
+        action=lifecycle.ActionInput(
             type=action.type,
             title=action.title,
             recipient=action.recipient,
@@ -219,7 +219,7 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
             reason=action.reason,
         ),
     )
-    return services.intent_dict(intent, created=created)
+    return answers.intent_dict(intent, created=created)
 
 
 class UpdateActionIntentArgs(ToolArgs):
@@ -253,10 +253,10 @@ def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[s
     blocked). An intent the operator's executor is carrying out (it holds a lease) is finished by
     the executor only (`claimed_by_executor`). If another call moved the intent first, nothing
     changes and the answer says so."""
-    intent, was = services.transition_intent(
+    intent, was = lifecycle.transition_intent(
         principal=call.principal, intent_id=args.id, to=args.to, note=args.note
     )
-    return {"ok": True, "from": was, "to": intent.status, "intent": services.intent_dict(intent)}
+    return {"ok": True, "from": was, "to": intent.status, "intent": answers.intent_dict(intent)}
 
 
 class UpdateDecisionArgs(ToolArgs):
@@ -285,13 +285,13 @@ def update_decision(call: ToolCall, args: UpdateDecisionArgs) -> dict[str, Any]:
     approve: `approved` is refused, because approval is a human act done outside any tool. Rejecting a
     decision about an intent rejects the intent too. Closed decisions (approved, rejected, withdrawn,
     expired) never move. Returns `changed`."""
-    decision, changed = services.update_decision(
+    decision, changed = decisions.update_decision(
         principal=call.principal, decision_id=args.id, status=args.status, note=args.note
     )
     intent = decision.intent
     return {
         "ok": True,
         "changed": changed,
-        "decision": services.decision_dict(decision),
-        "intent": services.intent_dict(intent) if intent else None,
+        "decision": answers.decision_dict(decision),
+        "intent": answers.intent_dict(intent) if intent else None,
     }

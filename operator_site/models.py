@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -45,6 +46,21 @@ class AppendOnlyModel(models.Model):
         raise AppendOnlyError(f"{type(self).__name__} is append-only: rows cannot be deleted")
 
 
+class PrincipalManager(models.Manager["Principal"]):
+    def service(self, name: str) -> Principal:
+        """The token-less agent principal one of the operator's own workers acts as (the executor,
+        the observe step, scheduled ticks), created on first use. It may call no tool (`tools = []`)
+        and has no token, so nobody can act as it over /mcp. A principal of that name that has a
+        token, tools or is human is refused (ImproperlyConfigured), never borrowed."""
+        principal, _ = self.get_or_create(name=name, defaults={"kind": Principal.Kind.AGENT, "tools": []})
+        if principal.kind != Principal.Kind.AGENT or principal.token_digest or principal.tools != []:
+            raise ImproperlyConfigured(
+                f"Principal {name!r} exists with a token, tools or as a human; the operator's own "
+                "worker of that name acts as a token-less agent. Rename that principal."
+            )
+        return principal
+
+
 class Principal(models.Model):
     """A bearer-token identity: a human on the allowlist, or an autonomous agent.
 
@@ -82,6 +98,8 @@ class Principal(models.Model):
         help_text="Instructions this principal recorded before this moment are no longer evidence: set "
         "when its token is revoked or replaced (a stolen token's words stop counting).",
     )
+
+    objects = PrincipalManager()
 
     class Meta:
         ordering = ["name"]

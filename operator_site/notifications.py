@@ -12,8 +12,9 @@ Two classes (`safety=`):
   agent's own safety digest — per source, so nobody else's notices, and none of the evidence-bound
   ones, ever count against it.
 - **Ordinary notices** (approval requests, low-stakes goal-model edits, digests): held while a
-  directive says so (`intents.services.hold_reason`), at most `OPERATOR_NOTIFY_CAP_PER_HOUR` of one
-  kind go out on their own per clock hour (UTC) — a slot is taken with one conditional upsert on
+  directive says so (the rule intents registers, `register_hold_rule`), at most
+  `OPERATOR_NOTIFY_CAP_PER_HOUR` of one kind go out on their own per clock hour (UTC) — a slot is
+  taken with one conditional upsert on
   `NotificationBudget` (`take_slot`), so the cap holds across processes — and the rest are coalesced
   into that hour's digest for the kind (due when the hour ends; it lists every notice with its own
   revert link). Never dropped.

@@ -1,14 +1,7 @@
-"""Every power the operator grants, in one place (docs/powers.md is generated from it).
-
-Two directions:
-
-- **downstream**: what the operator itself may call on the person's "brain" MCP server, per caller.
-  Enforced by `runs.brain.call_brain`, which raises before any request object exists.
-- **upstream**: what scoped principals may call on the operator, per principal role. Enforced by
-  the principal's tool allowlist at the face (a tool outside it is refused before dispatch).
-
-And the one power withheld from every token: approval. It is a library function for human
-channels (the admin, the human API), never a tool.
+"""Every power the operator grants, in one place: what it may call on the person's brain, per caller
+(downstream, enforced by `runs.brain.call_brain`), and what scoped principals may call on the
+operator, per role (upstream, enforced by each principal's tool allowlist at the face). Approval is
+withheld from every token. docs/powers.md is rendered from this module (`manage.py operator_powers`).
 """
 
 from __future__ import annotations
@@ -70,14 +63,14 @@ WITHHELD = MappingProxyType(
         "approval": "Approving an intent or a decision is a human act: `intents` exposes it as a library "
         "function for human channels (the admin, the human API), and no tool calls it.",
         "ending a run": "Ending a run someone else holds is the person's act (the admin's \"End this run\", "
-        "`runs.services.end_run`, refused for any principal but an active human): a token may finish only "
+        "`runs.lock.end_run`, refused for any principal but an active human): a token may finish only "
         "the run whose fencing token it holds.",
     }
 )
 
 
 def render_markdown() -> str:
-    """docs/powers.md: every power granted and withheld (seed Figure 5 as a table), from the code.
+    """docs/powers.md: every power granted and withheld (as a table), from the code.
 
     `python3 manage.py operator_powers > docs/powers.md` regenerates it; a test fails when the file
     and the code disagree.

@@ -337,19 +337,22 @@ def principal_and_count(
     return principal, counted
 
 
-# --- locks, maxima, budgets, the directive rule ----------------------------------------------------
+# --- locks, maxima, budgets, a rule's rows ---------------------------------------------------------
 def lock_key(name: str) -> int:
-    """A stable advisory-lock key (a positive bigint) for a name."""
+    """The advisory-lock key of a name (a positive bigint): the one key scheme of every lock."""
     digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def advisory_xact_lock(key: int) -> None:
-    """Queue behind any other transaction holding lock `key`, until this transaction ends
-    (PostgreSQL `pg_advisory_xact_lock`; released at commit or rollback, so a hung client cannot hold
-    it past its transaction). SQLite needs none: its write transactions run one at a time."""
+def advisory_xact_lock(name: str | int) -> None:
+    """Queue behind any other transaction holding the lock `name`, until this transaction ends
+    (PostgreSQL `pg_advisory_xact_lock` on `lock_key(name)`; released at commit or rollback, so a
+    hung client cannot hold it past its transaction). SQLite needs none: its write transactions run
+    one at a time. Pass the lock's name; an int is taken as a key already made (callers that still
+    pass one: goals/services.py, operator_site/lineage.py — to go once they pass their names)."""
     if connection.vendor != "postgresql":
         return
+    key = lock_key(name) if isinstance(name, str) else name
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
@@ -388,26 +391,48 @@ def take_budget_slot(kind: str, hour: int, cap: int) -> int | None:
     return None if row is None else row[0]
 
 
-def in_force(model: type[M], now: datetime) -> list[M]:
-    """Rows of `model` not cleared and not expired at `now` (its `cleared_at` and `expires_at`),
-    soonest expiry first, through `QuerySet.raw`: a fifth of the ORM's compiled query. The domain
-    states the rule once (e.g. `Directive.objects.active()`); tests/test_sql.py checks they agree."""
+class Param(models.Expression):
+    """A named parameter of a statement compiled once (`instances`): compiled as a placeholder, bound
+    on every call to that call's value, prepared by `output_field` as the ORM prepares it."""
+
+    def __init__(self, name: str, output_field: models.Field) -> None:
+        super().__init__(output_field=output_field)
+        self.name = name
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        return "%s", [self]
+
+
+_PARAM_FIELDS: dict[type, Callable[[], models.Field]] = {
+    datetime: models.DateTimeField,
+    date: models.DateField,
+    bool: models.BooleanField,
+    int: models.BigIntegerField,
+    str: models.TextField,
+}
+
+
+def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
+    """The model instances of `build(**values)` — a queryset of one model, as the ORM defines it —
+    through `QuerySet.raw`, its SQL compiled once per connection: `build` receives a `Param` for each
+    value (so the rule stays written once, in the ORM), and each call binds its own values. A plain
+    function of its arguments, as in `compiled`. tests/test_sql.py compares it with the ORM."""
+    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
+        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
     conn = connections[DEFAULT_DB_ALIAS]
-    meta = model._meta
+    types = tuple((name, type(value)) for name, value in values.items())
 
-    def make(c: Any) -> str:
-        quote = c.ops.quote_name
-        cleared, expires = (
-            quote(meta.get_field("cleared_at").column),
-            quote(meta.get_field("expires_at").column),
-        )
-        return (
-            f"SELECT * FROM {quote(meta.db_table)} WHERE {cleared} IS NULL AND {expires} > %s "  # noqa: S608
-            f"ORDER BY {expires}, id"
-        )
+    def make(c: Any) -> tuple[type[M], str, tuple[Any, ...]]:
+        params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
+        queryset = build(**params)
+        sql, compiled_params = queryset.query.get_compiler(connection=c).as_sql()
+        return queryset.model, sql, tuple(compiled_params)
 
-    field = meta.get_field("expires_at")
-    return list(model.objects.raw(memo(("in_force", meta.label), make), [field.get_db_prep_value(now, conn)]))
+    model, sql, params = memo(("instances", build, types), make)
+    bound = [
+        p.output_field.get_db_prep_value(values[p.name], conn) if isinstance(p, Param) else p for p in params
+    ]
+    return list(model.objects.raw(sql, bound))
 
 
 def probe() -> None:

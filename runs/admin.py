@@ -1,7 +1,7 @@
 """Admin for runs, operator days, progress and observations: read-only, with one action.
 
 Runs change only through the lock's rules (start, heartbeat, finish, stale recovery); a hand edit
-would bypass them. The one thing a person may do is **End this run** (`runs.services.end_run`): a
+would bypass them. The one thing a person may do is **End this run** (`runs.lock.end_run`): a
 confirmation page (GET shows the run, changes nothing; POST ends it, with an optional reason, only
 for a staff login linked to an active human principal), recorded on the run and in the admin's
 history; the old holder's later heartbeats and finish are refused. Observations are append-only
@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from operator_site.admin import ReadOnlyAdmin
 from operator_site.refusals import Refusal
 from operator_site.views import human_principal
-from runs import services
+from runs import lock
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
 
@@ -35,7 +35,7 @@ def _pretty_json(value: object) -> str:
 
 
 class EndRunForm(forms.Form):
-    reason = forms.CharField(max_length=services.MAX_END_REASON_CHARS, required=False)
+    reason = forms.CharField(max_length=lock.MAX_END_REASON_CHARS, required=False)
 
 
 @admin.register(Run)
@@ -101,9 +101,7 @@ class RunAdmin(ReadOnlyAdmin):
             )
         try:
             with transaction.atomic():
-                ended = services.end_run(
-                    principal=principal, run_id=run.pk, reason=form.cleaned_data["reason"]
-                )
+                ended = lock.end_run(principal=principal, run_id=run.pk, reason=form.cleaned_data["reason"])
                 self.log_change(request, ended, f"Ended the run: {ended.end_reason}")
         except Refusal as refusal:
             run.refresh_from_db()

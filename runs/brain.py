@@ -1,16 +1,9 @@
-"""The operator as a client of the person's "brain" MCP server (seed §4.6).
+"""The operator as a client of the person's "brain" MCP server: `call_brain(caller, tool, arguments)`.
 
-One entry point, `call_brain(caller, tool, arguments)`:
-
-1. the tool must be in the caller's enumerated allowlist (`operator_site.powers.DOWNSTREAM`); if not, it
-   raises `BrainRefused` — "executor refused: <tool> is not in the enumerated ian-brain tool
-   allowlist" — before any request object, client or connection exists;
-2. without `BRAIN_URL` it raises `BrainNotConfigured` (callers report `brain_not_configured` and
-   finish their run `skipped`);
-3. the call goes through the official MCP SDK client over streamable HTTP with `BRAIN_TOKEN` as
-   the bearer — never the token of whoever asked the operator to act — and under ONE total
-   deadline (`BRAIN_TIMEOUT_S`, default 60 s) covering connect, send and every read, so a server
-   that stalls or drip-feeds bytes is abandoned on time and cannot pin a claim open.
+The tool must be in the caller's enumerated allowlist (`operator_site.powers.DOWNSTREAM`), checked before any
+request object, client or connection exists; the call uses `BRAIN_TOKEN` (never the token of whoever
+asked the operator to act) under one total deadline (`BRAIN_TIMEOUT_S`), so a brain that stalls or
+drip-feeds bytes is abandoned on time. docs/powers.md lists each caller's allowlist.
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """A client for runners and scripts: call the operator's tools from Python, on the official MCP SDK.
 
-    from runs.client import OperatorClient, Refused
-
-    client = OperatorClient.for_runner("morning", "http://127.0.0.1:8000/mcp", token)
-    packet = client.call("operator_context_packet", {})        # the decoded envelope (a dict)
-    try:
-        client.call("operator_update_task", {"key": "x", "title": "..."})
-    except Refused as no:                                      # {"ok": false, ...} from the operator
-        print(no.code, no.reason, no.retry)
-
-What it adds to the SDK's `Client` (it is not a second protocol implementation: the SDK speaks
-MCP, frames the request and parses the `data:` line; this module only shapes the answer):
-
-- `call(tool, args)` returns the envelope's one text block, decoded from JSON (the tool's result);
-- a refusal (`{"ok": false, "error": code, "reason": ...}`) raises `Refused` — or is returned as
-  it is with `refusals="return"`;
-- an allowlist given at construction is enforced locally, by raising `ToolNotAllowed` before any
-  request object, client or connection exists, with the seed's message shape ("morning refused:
-  X is not in the enumerated operator tool allowlist") — the same shape as the operator's own
-  allowlists toward the brain (`runs.brain`), which uses the same core (`call_tool_once`);
-- one total deadline per call (connect, send and every read) raises `DeadlineExceeded`, so a
-  server that stalls or trickles bytes cannot hold a runner past its slot;
-- transport and protocol failures raise `ClientError` with one readable line.
-
-It imports nothing from Django: a script needs only this repository's `runs` package and the SDK.
+`OperatorClient.call(tool, args)` returns the decoded envelope; a refusal raises `Refused`, a tool
+outside a local allowlist `ToolNotAllowed` (before any connection exists), one total deadline per
+call `DeadlineExceeded`. It imports nothing from Django. docs/client.md shows how to use it.
 """
 
 from __future__ import annotations
@@ -78,7 +57,7 @@ class Refused(Exception):
 
 
 def refusal_message(caller: str, tool: str, server: str) -> str:
-    """The seed's shape for a tool outside an enumerated allowlist (§4.6)."""
+    """The message for a tool outside an enumerated allowlist (docs/powers.md)."""
     return f"{caller} refused: {tool} is not in the enumerated {server} tool allowlist"
 
 

@@ -1,16 +1,7 @@
-"""A worker's heartbeat from a background thread, so its run can use a short stale threshold.
-
-The executor, the observe step and the ticks hold the single-running lock while they work. Their
-work has steps of unknown length (a brain call may take up to its deadline), so a heartbeat sent
-only between steps would force a threshold longer than the longest step — and a worker killed
-mid-step would then keep the lock (stopping every other worker) for all that time. With
-`KeepAlive`, a thread sends the run's heartbeat every `every_s` seconds (a quarter of the threshold)
-while the worker is alive: a live worker is never taken for dead, and a killed one (its thread dies
-with it) is recovered by the next start once `WORKER_STALE_AFTER_S` has passed.
-
-The thread only refreshes the lease. If a heartbeat is refused — the run was taken over or the
-person ended it — it stops and records why (`lost`); the worker checks `lost` between steps and
-stops claiming work. A database hiccup is logged and retried on the next beat.
+"""A worker's heartbeat from a background thread, so its run can use a short stale threshold: a live
+worker is never taken for dead during a long step, and a killed one (its thread dies with it) gives
+the lock back soon. A refused heartbeat (taken over, or ended by the person) stops the thread and is
+kept in `lost`. docs/runs-and-ticks.md ("The cap") explains the trade-off.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from django.db import connection, transaction
 
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from runs import services
+from runs.lock import MAX_RUN_PROGRESS_CHARS, StartedRun, heartbeat
 
 logger = logging.getLogger("operator.runs")
 
@@ -37,7 +28,7 @@ class KeepAlive:
 
     def __init__(
         self,
-        started: services.StartedRun,
+        started: StartedRun,
         principal: Principal,
         *,
         every_s: float | None = None,
@@ -74,11 +65,11 @@ class KeepAlive:
             while not self._stop.wait(self.every_s):
                 try:
                     with transaction.atomic():
-                        services.heartbeat(
+                        heartbeat(
                             principal=self.principal,
                             run_id=self.started.run.id,
                             token=self.started.token,
-                            progress=self.progress[: services.MAX_RUN_PROGRESS_CHARS],
+                            progress=self.progress[:MAX_RUN_PROGRESS_CHARS],
                         )
                     self.beats += 1
                 except Refusal as refusal:

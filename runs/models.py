@@ -1,18 +1,7 @@
 """The runs app's tables: runs (the single-running lock and its lease), operator days, and the day's
-record (progress entries, observations).
-
-- **Run**: at most one row with status `running`, enforced by the database with a partial unique
-  index (`run_single_running`), so the lock holds across processes and hosts on SQLite and
-  PostgreSQL alike. A run is a lease: its holder refreshes `last_heartbeat_at`; once the heartbeat is
-  older than `stale_after_s`, the next start marks it `stale` and takes over. The holder proves
-  itself with a per-run fencing token, stored only as a SHA-256 digest; every write by the holder is
-  a conditional update on `status = running` and the digest, so a late write after a takeover
-  changes 0 rows.
-- **OperatorDay**: one per local date (`settings.OPERATOR_TIME_ZONE`), opened by the morning tick
-  or lazily by the first write of the day.
-- **ProgressEntry**: what a tick or an agent did, its outcome, what it tried and what failed.
-- **Observation**: one cheap world or self delta. Append-only, and tainted at the sink, always: the
-  model forces `tainted = True` on save and the database refuses any other value.
+record (progress entries, observations). At most one run is `running` (the partial unique index
+`run_single_running`); an observation is tainted at the sink (the model and the database refuse any
+other value). docs/runs-and-ticks.md explains the lock, the day and its record.
 """
 
 from __future__ import annotations

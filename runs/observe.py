@@ -1,27 +1,9 @@
 """The observe step: cheap probes of the world through the brain, recorded as tainted observations.
 
-Each configured probe (`settings.OPERATOR_OBSERVE_PROBES`: a brain tool and its arguments) is one
-call through the **observe** allowlist (`call_brain("observe", ...)`: `actions_shell_run`,
-`machines_command_exec`, `actions_workspace_run` — never the search tools), and each outcome is one
-observation recorded with `runs.services.record_observation`, which stores it tainted, always:
-
-- an answer → a `world` observation (or the probe's `kind`), `source = "brain:<tool>"`, the
-  answer's text in `data` (marked tainted; the brain's words are data, never instructions);
-- a probe that could not be carried out (its tool is outside the allowlist, the brain timed out,
-  refused the connection, or anything at all raised while probing) → a `self` observation saying
-  so; the other probes still run.
-
-Entry points:
-
-- `observe_step(principal=..., run=...)` — the ticks call this inside their own run (heartbeat
-  after each probe; stops if the run went stale);
-- `observe(...)` — `manage.py operator_observe`: the same under its own run (kind `observe`).
-
-Without `BRAIN_URL` nothing is called or recorded: the step reports `brain_not_configured` and
-`observe()` finishes its run `skipped` (also when no probe is configured).
-
-This module imports no model, vector or embedding library, directly or indirectly
-(`runs/tests/test_observe.py` inspects the import graph of a fresh interpreter).
+Each configured probe (`OPERATOR_OBSERVE_PROBES`) is one call through the observe allowlist, and each
+outcome one observation, tainted whatever it says; a probe that could not be carried out becomes a
+`self` observation saying so. docs/runs-and-ticks.md ("The observe step") has the details. This
+module imports no model, vector or embedding library (runs/tests/test_observe.py checks it).
 """
 
 from __future__ import annotations
@@ -42,10 +24,17 @@ from django.utils import timezone
 from operator_site.errors import log_failure, short_reason
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from runs import services
+from runs import holding
 from runs.brain import BrainError, call_brain, check_allowed
-from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.keepalive import WORKER_STALE_AFTER_S
+from runs.lock import StartedRun, heartbeat
 from runs.models import Observation
+from runs.records import (
+    MAX_OBSERVATION_DATA_BYTES,
+    MAX_OBSERVATION_SOURCE_CHARS,
+    MAX_OBSERVATION_SUMMARY_CHARS,
+    record_observation,
+)
 
 logger = logging.getLogger("operator.observe")
 
@@ -98,22 +87,6 @@ def load_probes(raw: Any = None) -> list[Probe]:
     return probes
 
 
-def observe_principal(name: str = OBSERVE_PRINCIPAL) -> Principal:
-    """The token-less agent principal the observe step acts as (it may call no tool over /mcp).
-
-    A principal of that name with a token, tools or as a human is refused, not borrowed.
-    """
-    principal, _ = Principal.objects.get_or_create(
-        name=name, defaults={"kind": Principal.Kind.AGENT, "tools": []}
-    )
-    if principal.kind != Principal.Kind.AGENT or principal.token_digest or principal.tools != []:
-        raise ImproperlyConfigured(
-            f"Principal {name!r} exists with a token, tools or as a human; the observe step acts as a "
-            "token-less agent of that name. Rename that principal."
-        )
-    return principal
-
-
 @dataclass
 class ProbeOutcome:
     name: str
@@ -159,7 +132,7 @@ def _clip(text: str, max_bytes: int) -> tuple[str, bool]:
 
 def _fits(data: dict[str, Any]) -> bool:
     encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-    return len(encoded) <= services.MAX_OBSERVATION_DATA_BYTES
+    return len(encoded) <= MAX_OBSERVATION_DATA_BYTES
 
 
 def _answer_data(probe: Probe, text: str, is_error: bool, duration_ms: int) -> dict[str, Any]:
@@ -184,14 +157,14 @@ def _answer_data(probe: Probe, text: str, is_error: bool, duration_ms: int) -> d
 def _summary(probe: Probe, text: str, is_error: bool) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "(empty answer)")
     label = f"{probe.name} (error)" if is_error else probe.name
-    return _clip(f"{label}: {first}", 3000)[0][: services.MAX_OBSERVATION_SUMMARY_CHARS]
+    return _clip(f"{label}: {first}", 3000)[0][:MAX_OBSERVATION_SUMMARY_CHARS]
 
 
 def _record(
     principal: Principal, kind: str, summary: str, source: str, data: dict[str, Any], now: datetime
 ) -> int:
     with transaction.atomic():
-        return services.record_observation(
+        return record_observation(
             principal=principal, kind=kind, summary=summary, source=source, data=data, now=now
         ).id
 
@@ -201,7 +174,7 @@ def run_probe(
 ) -> ProbeOutcome:
     """One probe: one brain call through the observe allowlist, one tainted observation."""
     outcome = ProbeOutcome(name=probe.name, tool=probe.tool, outcome="observed")
-    source = f"brain:{probe.tool}"[: services.MAX_OBSERVATION_SOURCE_CHARS]
+    source = f"brain:{probe.tool}"[:MAX_OBSERVATION_SOURCE_CHARS]
     started = time.monotonic()
     try:
         check_allowed("observe", probe.tool)  # also inside call_brain; here to say "refused" plainly
@@ -229,7 +202,7 @@ def run_probe(
         data = _answer_data(probe, answer.text, answer.is_error, outcome.duration_ms)
     try:
         outcome.observation_id = _record(
-            principal, kind, summary[: services.MAX_OBSERVATION_SUMMARY_CHARS], source, data, clock()
+            principal, kind, summary[:MAX_OBSERVATION_SUMMARY_CHARS], source, data, clock()
         )
     except Refusal as refusal:
         outcome.outcome, outcome.error, outcome.reason = "not_recorded", refusal.code, refusal.reason
@@ -250,9 +223,9 @@ def probe_crashed(probe: Probe, *, principal: Principal, exc: BaseException, now
             principal,
             Observation.Kind.SELF,
             f"observe probe {probe.name} ({probe.tool}) was not carried out: {reason}"[
-                : services.MAX_OBSERVATION_SUMMARY_CHARS
+                :MAX_OBSERVATION_SUMMARY_CHARS
             ],
-            f"brain:{probe.tool}"[: services.MAX_OBSERVATION_SOURCE_CHARS],
+            f"brain:{probe.tool}"[:MAX_OBSERVATION_SOURCE_CHARS],
             {
                 "tainted": True,
                 "probe": probe.name,
@@ -270,7 +243,7 @@ def probe_crashed(probe: Probe, *, principal: Principal, exc: BaseException, now
 def observe_step(
     *,
     principal: Principal | None = None,
-    run: services.StartedRun | None = None,
+    run: StartedRun | None = None,
     probes: Sequence[Probe] | None = None,
     timeout_s: float | None = None,
     now: datetime | None = None,
@@ -279,7 +252,7 @@ def observe_step(
     observation. The ticks call this inside their run: `run` gets a heartbeat after each probe, and
     a stale run stops the step. Status `ok` when every probe was answered, `error` when any could not
     be carried out (each is still recorded), `brain_not_configured` / `no_probes` when nothing ran."""
-    principal = principal or observe_principal()
+    principal = principal or Principal.objects.service(OBSERVE_PRINCIPAL)
     probes = load_probes() if probes is None else list(probes)
     report = ObserveReport()
     if not settings.BRAIN_URL:
@@ -301,7 +274,7 @@ def observe_step(
         if run is not None:
             try:
                 with transaction.atomic():
-                    services.heartbeat(
+                    heartbeat(
                         principal=principal,
                         run_id=run.run.id,
                         token=run.token,
@@ -335,22 +308,17 @@ def observe(
     probed). The run finishes `skipped` (no brain, no probes), `ok`, or `error` (a probe could not be
     carried out, or the step crashed).
     """
-    principal = principal or observe_principal()
+    principal = principal or Principal.objects.service(OBSERVE_PRINCIPAL)
     probes = load_probes() if probes is None else list(probes)  # a bad setting fails before the run
-    with transaction.atomic():
-        started = services.start_run(
-            principal=principal, kind="observe", stale_after_s=stale_after_s, now=now
-        )
-    try:
-        with KeepAlive(started, principal, progress="observe: probing"):
-            report = observe_step(
-                principal=principal, run=started, probes=probes, timeout_s=timeout_s, now=now
-            )
-    except BaseException as exc:
-        cancelled = isinstance(exc, KeyboardInterrupt | SystemExit)
-        why = type(exc).__name__ if cancelled else short_reason(exc, log_failure(logger, "observe step"))
-        _finish(started, principal, "cancelled" if cancelled else "error", why, now)
-        raise
+    with holding.held_run(
+        principal,
+        kind="observe",
+        stale_after_s=stale_after_s,
+        progress="observe: probing",
+        logger=logger,
+        now=now,
+    ) as started:
+        report = observe_step(principal=principal, run=started, probes=probes, timeout_s=timeout_s, now=now)
     report.run_id = started.run.id
     if report.status == "stale":
         report.run_status = "stale"
@@ -360,20 +328,5 @@ def observe(
     )
     observed = sum(p.outcome == "observed" for p in report.probes)
     summary = report.reason or f"{observed} of {len(report.probes)} probes observed"
-    report.run_status = _finish(started, principal, status, summary, now)
+    report.run_status = holding.finish(started, principal, status, summary, now)
     return report
-
-
-def _finish(started: services.StartedRun, principal: Principal, status: str, summary: str, now: Any) -> str:
-    try:
-        with transaction.atomic():
-            return services.finish_run(
-                principal=principal,
-                run_id=started.run.id,
-                token=started.token,
-                status=status,
-                summary=summary[: services.MAX_RUN_SUMMARY_CHARS],
-                now=now,
-            ).status
-    except Refusal:
-        return "stale"

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
-from runs import services
+from runs import answers, lock, records
 from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
 
 FinishStatus = Literal["ok", "error", "skipped", "cancelled", "stale"]
@@ -26,7 +26,7 @@ class RunStartArgs(ToolArgs):
     kind: str | None = Field(
         None,
         min_length=1,
-        max_length=services.MAX_KIND_CHARS,
+        max_length=lock.MAX_KIND_CHARS,
         description="What this run is, e.g. 'tick:morning' or 'inbox-triage'. Default 'run'.",
     )
     stale_after_s: int = Field(
@@ -38,7 +38,7 @@ class RunStartArgs(ToolArgs):
         "capped at the operator's limit (OPERATOR_RUN_MAX_STALE_MINUTES, 15 minutes unless set): "
         "the answer says when it was capped.",
     )
-    note: str | None = Field(None, max_length=services.MAX_NOTE_CHARS, description="Why this run, briefly.")
+    note: str | None = Field(None, max_length=lock.MAX_NOTE_CHARS, description="Why this run, briefly.")
 
 
 @tool(
@@ -61,7 +61,7 @@ def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
     `stale: true`, stop working: another run has taken over, or the person ended the run. A
     `stale_after_s` above the operator's limit is lowered to it (`stale_after_capped` says so)."""
     now = timezone.now()
-    started = services.start_run(
+    started = lock.start_run(
         principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
     )
     run = started.run
@@ -70,8 +70,8 @@ def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
         "run_id": run.id,
         "token": started.token,
         "heartbeat_every_s": max(10, run.stale_after_s // 3),
-        "run": services.run_dict(run, now),
-        "recovered": [services.run_dict(r, now) for r in started.recovered],
+        "run": answers.run_dict(run, now),
+        "recovered": [answers.run_dict(r, now) for r in started.recovered],
     }
     if started.asked_stale_after_s is not None:
         answer["stale_after_capped"] = {
@@ -87,7 +87,7 @@ class RunHeartbeatArgs(ToolArgs):
     run_id: int = RUN_ID_FIELD
     token: str = TOKEN_FIELD
     progress: str | None = Field(
-        None, max_length=services.MAX_RUN_PROGRESS_CHARS, description="Where the run is, in a sentence."
+        None, max_length=lock.MAX_RUN_PROGRESS_CHARS, description="Where the run is, in a sentence."
     )
 
 
@@ -103,7 +103,7 @@ def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
     progress line). Answers `ok: false, stale: true` when the run was already marked stale (another
     run took over) or finished: stop working under it. A wrong token is refused."""
     now = timezone.now()
-    run = services.heartbeat(
+    run = lock.heartbeat(
         principal=call.principal, run_id=args.run_id, token=args.token, progress=args.progress, now=now
     )
     return {
@@ -112,7 +112,7 @@ def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
         "run_id": run.id,
         "status": run.status,
         "last_heartbeat": run.last_heartbeat_at,
-        "stale_at": services.run_dict(run, now)["stale_at"],
+        "stale_at": answers.run_dict(run, now)["stale_at"],
         "heartbeat_every_s": max(10, run.stale_after_s // 3),
     }
 
@@ -124,7 +124,7 @@ class RunFinishArgs(ToolArgs):
         description="ok, error, skipped (nothing to do), cancelled, or stale (the run gives itself up)."
     )
     summary: str | None = Field(
-        None, max_length=services.MAX_RUN_SUMMARY_CHARS, description="What the run did, for the record."
+        None, max_length=lock.MAX_RUN_SUMMARY_CHARS, description="What the run did, for the record."
     )
 
 
@@ -143,7 +143,7 @@ def run_finish(call: ToolCall, args: RunFinishArgs) -> dict[str, Any]:
     second finish, or a finish after the run was marked stale and taken over, changes nothing and
     says why."""
     now = timezone.now()
-    run = services.finish_run(
+    run = lock.finish_run(
         principal=call.principal,
         run_id=args.run_id,
         token=args.token,
@@ -153,30 +153,30 @@ def run_finish(call: ToolCall, args: RunFinishArgs) -> dict[str, Any]:
     )
     return {
         "ok": True,
-        "run": services.run_dict(run, now),
+        "run": answers.run_dict(run, now),
         "duration_s": round((run.ended_at - run.started_at).total_seconds(), 3),
     }
 
 
-ProgressItem = Annotated[str, Field(min_length=1, max_length=services.MAX_PROGRESS_ITEM_CHARS)]
+ProgressItem = Annotated[str, Field(min_length=1, max_length=records.MAX_PROGRESS_ITEM_CHARS)]
 
 
 class RecordProgressArgs(ToolArgs):
     summary: str = Field(
-        min_length=1, max_length=services.MAX_PROGRESS_SUMMARY_CHARS, description="What was done."
+        min_length=1, max_length=records.MAX_PROGRESS_SUMMARY_CHARS, description="What was done."
     )
     outcome: Outcome = Field(description="done, partial, blocked or failed.")
     tried: list[ProgressItem] | None = Field(
-        None, max_length=services.MAX_PROGRESS_ITEMS, description="What was tried (short lines)."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What was tried (short lines)."
     )
     failed: list[ProgressItem] | None = Field(
-        None, max_length=services.MAX_PROGRESS_ITEMS, description="What failed (short lines)."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What failed (short lines)."
     )
     run_id: int | None = Field(None, ge=1, description="The run this work happened under, if any.")
     tick: str | None = Field(
         None,
         min_length=1,
-        max_length=services.MAX_TICK_CHARS,
+        max_length=records.MAX_TICK_CHARS,
         description="The tick this entry belongs to, e.g. 'check-in'.",
     )
 
@@ -201,7 +201,7 @@ def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
     """Record what this tick (or this piece of work) did: a summary, its outcome (done, partial,
     blocked, failed), what was tried and what failed, optionally linked to a run and a tick. Goes into
     today's operator day (opened on first write)."""
-    entry = services.record_progress(
+    entry = records.record_progress(
         principal=call.principal,
         summary=args.summary,
         outcome=args.outcome,
@@ -210,7 +210,7 @@ def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
         run_id=args.run_id,
         tick=args.tick,
     )
-    return {"ok": True, "progress": services.progress_dict(entry)}
+    return {"ok": True, "progress": answers.progress_dict(entry)}
 
 
 class RecordObservationArgs(ToolArgs):
@@ -218,15 +218,15 @@ class RecordObservationArgs(ToolArgs):
         description="world: something about the outside world; self: something about the operator itself."
     )
     summary: str = Field(
-        min_length=1, max_length=services.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta, briefly."
+        min_length=1, max_length=records.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta, briefly."
     )
     source: str | None = Field(
-        None, max_length=services.MAX_OBSERVATION_SOURCE_CHARS, description="Where it came from (URL, tool)."
+        None, max_length=records.MAX_OBSERVATION_SOURCE_CHARS, description="Where it came from (URL, tool)."
     )
     data: dict[str, Any] | None = Field(
         None,
-        description=f"Small structured detail (at most {services.MAX_OBSERVATION_DATA_BYTES} bytes as JSON, "
-        f"{services.MAX_OBSERVATION_DATA_DEPTH} levels deep).",
+        description=f"Small structured detail (at most {records.MAX_OBSERVATION_DATA_BYTES} bytes as JSON, "
+        f"{records.MAX_OBSERVATION_DATA_DEPTH} levels deep).",
     )
     # Declared so that a caller sending it is not refused as an unknown argument: accepted, ignored.
     tainted: Any = Field(
@@ -254,8 +254,8 @@ def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str,
     """Record one cheap world or self delta. Tainted at the sink, always: it is stored as untrusted
     data whatever the arguments say (a `tainted: false` is ignored), it is never evidence for a
     confirmation, and every read returns it fenced as tainted, apart from instructions and beliefs."""
-    claimed = args.tainted if "tainted" in args.model_fields_set else services.MISSING
-    observation = services.record_observation(
+    claimed = args.tainted if "tainted" in args.model_fields_set else records.MISSING
+    observation = records.record_observation(
         principal=call.principal,
         kind=args.kind,
         summary=args.summary,
@@ -266,10 +266,10 @@ def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str,
     answer: dict[str, Any] = {
         "ok": True,
         "tainted": True,
-        "observation": services.observation_dict(observation),
-        "taint": services.TAINT_NOTE,
+        "observation": answers.observation_dict(observation),
+        "taint": records.TAINT_NOTE,
     }
-    if claimed is not services.MISSING and claimed is not True:
+    if claimed is not records.MISSING and claimed is not True:
         answer["ignored"] = {"tainted": claimed}
         answer["note"] = (
             f"The argument tainted={json.dumps(claimed, default=str)[:100]} was ignored: "

@@ -13,9 +13,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from intents.services import ActionInput, record_intent
+from intents.lifecycle import ActionInput, record_intent
 from operator_site.models import Notification
-from runs import services as runs
+from runs.lock import start_run
 from tests.fixtures import call, free_port, mcp_client, start_uvicorn, stop_uvicorn
 
 pytestmark = pytest.mark.django_db
@@ -74,7 +74,7 @@ def test_a_deliverer_backlog_beyond_the_limit_is_degraded(settings) -> None:
 
 
 def test_a_stale_run_nobody_took_over_is_degraded(agent) -> None:
-    started = runs.start_run(
+    started = start_run(
         principal=agent.principal, kind="inbox", stale_after_s=60, now=timezone.now() - timedelta(minutes=5)
     )
     _status, body = health_now()
@@ -85,7 +85,7 @@ def test_a_stale_run_nobody_took_over_is_degraded(agent) -> None:
 
 
 def test_a_live_run_is_not_degraded(agent) -> None:
-    runs.start_run(principal=agent.principal, kind="inbox", stale_after_s=600)
+    start_run(principal=agent.principal, kind="inbox", stale_after_s=600)
     _status, body = health_now()
     assert body["degraded"] == [] and body["checks"]["run"]["running"]["stale"] is False
 
@@ -161,7 +161,7 @@ def test_the_database_figures_are_read_at_scrape_time(settings, agent) -> None:
     record_intent(principal=agent.principal, action=ActionInput(type="spend", title="Plan", amount_cents=900))
     _notice(safety=True, minutes_ago=20)
     _notice(safety=False)
-    runs.start_run(
+    start_run(
         principal=agent.principal, kind="inbox", stale_after_s=60, now=timezone.now() - timedelta(minutes=3)
     )
     text = scrape(settings)

@@ -16,7 +16,7 @@ from django.core import mail
 from django.db import connection, transaction
 from django.utils import timezone
 
-from intents import services as directives
+from intents.directives import clear_directives, set_directive
 from operator_site import notifications
 from operator_site.models import Notification, Principal
 
@@ -129,9 +129,7 @@ def test_an_unreachable_webhook_never_loses_the_notice(settings) -> None:
 
 
 def _directive(principal: Principal, kind: str, topic: str | None = None, minutes: int = 60) -> int:
-    directive, _ = directives.set_directive(
-        principal=principal, kind=kind, topic=topic, minutes=minutes, reason=None
-    )
+    directive, _ = set_directive(principal=principal, kind=kind, topic=topic, minutes=minutes, reason=None)
     return directive.id
 
 
@@ -144,7 +142,7 @@ def test_quiet_holds_ordinary_notices_but_never_safety_notices(agent) -> None:
     assert safety.state == "delivered"
     assert [m.subject for m in mail.outbox] == ["[operator: safety] Belief identity/name changed"]
 
-    directives.clear_directives(principal=agent.principal, kind="quiet")
+    clear_directives(principal=agent.principal, kind="quiet")
     report = notifications.deliver_due()
     assert report.released == [ordinary.id]
     assert report.delivered == [ordinary.id]
@@ -323,7 +321,7 @@ def test_a_notice_that_no_longer_applies_is_withdrawn_not_delivered(agent) -> No
     notice = _notify(dedupe_key="intent:7")
     assert notice.state == "held"
     assert notifications.withdraw(dedupe_key="intent:7", reason="intent 7 was cancelled") is True
-    directives.clear_directives(principal=agent.principal, kind="quiet")
+    clear_directives(principal=agent.principal, kind="quiet")
     report = notifications.deliver_due()
     assert report.released == [] and report.delivered == []
     notice.refresh_from_db()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from intents.models import Directive
 from operator_site.face.auth import authenticate, digest
 from operator_site.models import AppendOnlyError, AuditEvent, Principal
-from tests.fixtures import asgi_http, call, mcp_client, orm, tool_json
+from tests.fixtures import ROOT, asgi_http, call, mcp_client, orm, tool_json
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -130,3 +131,26 @@ def test_a_revoked_owner_stays_revoked_even_with_operator_token() -> None:
     owner.active = False
     owner.save()
     assert authenticate("opk_bootstrapOwnerTokenFromTheEnvironment0001") is None
+
+
+@pytest.mark.parametrize("name", ["operator-executor", "operator-observe", "operator-tick"])
+async def test_a_service_principal_is_a_tokenless_agent_and_is_never_borrowed(make_principal, name) -> None:
+    """`Principal.objects.service(name)`: what the executor, the observe step and the ticks act as."""
+    first = await orm(lambda: Principal.objects.service(name))
+    assert (first.kind, first.token_digest, first.tools, first.active) == ("agent", None, [], True)
+    assert (await orm(lambda: Principal.objects.service(name))).pk == first.pk
+    await orm(lambda: Principal.objects.filter(pk=first.pk).delete())
+    await orm(lambda: make_principal(name, kind="agent"))  # a token-holding principal of that name
+    with pytest.raises(ImproperlyConfigured, match="token-less agent"):
+        await orm(lambda: Principal.objects.service(name))
+
+
+def test_service_principals_are_made_in_one_place() -> None:
+    """No module of the apps creates a principal by hand: the one rule is the manager's."""
+    made_by_hand = [
+        str(path.relative_to(ROOT))
+        for app in ("intents", "runs", "beliefs", "goals")
+        for path in (ROOT / app).rglob("*.py")
+        if "/tests/" not in str(path) and "Principal.objects.get_or_create" in path.read_text()
+    ]
+    assert made_by_hand == []

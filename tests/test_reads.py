@@ -17,14 +17,18 @@ from beliefs.services import record_instruction
 from goals.goal_model import reconcile_goal_model
 from goals.models import Goal, Priority, Project, Task
 from goals.services import update_task
+from intents.decisions import update_decision
+from intents.directives import set_directive
+from intents.lifecycle import ActionInput, record_intent
 from intents.models import Intent
-from intents.services import ActionInput, record_intent, set_directive, update_decision
 from operator_site.cross_domain import reads
 from operator_site.face.envelope import to_json
 from operator_site.models import AuditEvent
 from operator_site.refusals import Refusal
-from runs import services as runs
+from runs.days import open_day
+from runs.lock import finish_run, start_run
 from runs.models import Observation, OperatorDay, ProgressEntry
+from runs.records import record_observation, record_progress
 from tests.fixtures import asgi_http, call, orm
 
 pytestmark = pytest.mark.django_db
@@ -106,11 +110,11 @@ def some_of_everything(principal: Any, person: Any = None) -> None:
             _belief(principal, "preference", "coffee", "flat white", 2, now),
         ]
     )
-    runs.record_progress(principal=principal, summary="Triaged the inbox", outcome="partial", tried=["a"])
-    runs.record_observation(principal=principal, kind="world", summary=f"{MARKER}: the portal says rent due")
-    started = runs.start_run(principal=principal, kind="triage")
-    runs.finish_run(principal=principal, run_id=started.run.id, token=started.token, status="ok")
-    runs.start_run(principal=principal, kind="check-in")
+    record_progress(principal=principal, summary="Triaged the inbox", outcome="partial", tried=["a"])
+    record_observation(principal=principal, kind="world", summary=f"{MARKER}: the portal says rent due")
+    started = start_run(principal=principal, kind="triage")
+    finish_run(principal=principal, run_id=started.run.id, token=started.token, status="ok")
+    start_run(principal=principal, kind="check-in")
 
 
 def _belief(principal: Any, kind: str, key: str, value: str, version: int, now: Any) -> Belief:
@@ -152,7 +156,7 @@ def a_long_history(principal: Any, *, tasks: int = 10_000, observations: int = 1
         ],
         batch_size=500,
     )
-    day, _ = runs.open_day(principal=principal)
+    day, _ = open_day(principal=principal)
     Observation.objects.bulk_create(
         [
             Observation(
@@ -206,7 +210,7 @@ def a_long_history(principal: Any, *, tasks: int = 10_000, observations: int = 1
         [Project(title="j" * 300, detail="J" * 4000, **source, **versions) for i in range(30)]
     )
     for _ in range(30):
-        runs.record_progress(
+        record_progress(
             principal=principal,
             summary="p" * 2000,
             outcome="failed",
@@ -246,7 +250,7 @@ def test_the_packet_orients(agent, owner) -> None:
     health = next(lane for lane in packet["tasks"]["lanes"] if lane["lane"] == "health")
     assert health["tasks"][0]["goal"]["title"] == "Run a marathon"
     assert health["tasks"][0]["project"]["title"] == "Couch to 5k"
-    assert packet["ok"] is True and packet["date"] == runs.local_date()
+    assert packet["ok"] is True and packet["date"] == timezone.localdate()
     assert packet["day"]["state"] == "open"
     lanes = packet["tasks"]["lanes"]
     # The urgent task's lane comes first; inside a lane, priority then recency.
@@ -276,7 +280,7 @@ def test_the_packet_orients(agent, owner) -> None:
 
 def test_observations_appear_only_in_their_fenced_section(agent) -> None:
     some_of_everything(agent.principal)
-    runs.record_observation(
+    record_observation(
         principal=agent.principal,
         kind="self",
         summary=f"{MARKER} again",
@@ -293,21 +297,21 @@ def test_observations_appear_only_in_their_fenced_section(agent) -> None:
 
 def test_a_past_date_shows_the_record_up_to_that_day(agent) -> None:
     yesterday = timezone.now() - timedelta(days=1)
-    runs.record_progress(principal=agent.principal, summary="yesterday's work", outcome="done", now=yesterday)
-    runs.record_progress(principal=agent.principal, summary="today's work", outcome="done")
+    record_progress(principal=agent.principal, summary="yesterday's work", outcome="done", now=yesterday)
+    record_progress(principal=agent.principal, summary="today's work", outcome="done")
     today = reads.context_packet()
-    past = reads.context_packet(day=runs.local_date(yesterday))
+    past = reads.context_packet(day=timezone.localdate(yesterday))
     assert [p["summary"] for p in today["recent_progress"]["items"]] == ["today's work", "yesterday's work"]
     assert [p["summary"] for p in past["recent_progress"]["items"]] == ["yesterday's work"]
-    assert past["day"]["date"] == runs.local_date(yesterday)
+    assert past["day"]["date"] == timezone.localdate(yesterday)
     with pytest.raises(Refusal) as refused:
-        reads.context_packet(day=runs.local_date() + timedelta(days=1))
+        reads.context_packet(day=timezone.localdate() + timedelta(days=1))
     assert refused.value.code == "date_in_future"
 
 
 def test_an_empty_operator_gets_a_packet_too(db) -> None:
     packet = reads.context_packet()
-    assert packet["day"] == {"date": runs.local_date(), "state": "not_opened"}
+    assert packet["day"] == {"date": timezone.localdate(), "state": "not_opened"}
     assert packet["tasks"]["lanes"] == [] and packet["observations"]["items"] == []
     assert OperatorDay.objects.count() == 0  # reading never opens the day
 

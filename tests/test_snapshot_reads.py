@@ -27,11 +27,11 @@ from django.db import connection
 
 from goals.models import Task
 from goals.services import update_task
-from intents.services import ActionInput, record_intent
+from intents.lifecycle import ActionInput, record_intent
 from operator_site import sql
 from operator_site.cross_domain.reads import days, packet, paged_state
 from operator_site.face import dispatch
-from runs import services as runs
+from runs.records import record_progress
 from tests.security.helpers import run_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +47,7 @@ def _intent(principal: Any, n: int) -> None:
 
 
 def _progress(principal: Any, n: int) -> None:
-    runs.record_progress(principal=principal, summary=f"snapshot progress {n}", outcome="done")
+    record_progress(principal=principal, summary=f"snapshot progress {n}", outcome="done")
 
 
 def _committed_elsewhere(write: Callable[[], None]) -> None:

@@ -22,6 +22,7 @@ from operator_site import sql
 from operator_site.cross_domain import reads
 from operator_site.models import AuditEvent, Notification, NotificationBudget, Principal, RateCounter
 from operator_site.sql import Rows, insert_row, insert_unless_conflict, row_where, rows_where
+from runs.models import ProgressEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -36,8 +37,7 @@ def _fields(row: Any) -> dict[str, Any]:
 
 # --- lookups ---------------------------------------------------------------------------------------------
 def test_row_where_reads_what_the_orm_reads(agent) -> None:
-    from runs.models import ProgressEntry
-    from runs.services import record_progress
+    from runs.records import record_progress
 
     # JSON, datetimes, booleans, nullable integers and a foreign key: every converter matters.
     written = record_progress(
@@ -153,7 +153,17 @@ def test_a_budget_slot_is_taken_until_the_cap() -> None:
     assert NotificationBudget.objects.get(kind="mail", hour=10).used == 2
 
 
-def test_directives_in_force_are_the_orm_rule(agent) -> None:
+def _directives_in_force(now: Any) -> Any:
+    return Directive.objects.active(now)
+
+
+def _progress_after(since: Any, after_id: Any, outcome: Any) -> Any:
+    return ProgressEntry.objects.filter(created_at__gte=since, id__gt=after_id, outcome=outcome).order_by(
+        "-id"
+    )
+
+
+def test_instances_are_the_rows_of_the_orm_rule_compiled_once(agent) -> None:
     now = timezone.now()
     Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=2), set_by=agent.principal)
     Directive.objects.create(kind="quiet", expires_at=now + timedelta(hours=1), set_by=agent.principal)
@@ -166,9 +176,53 @@ def test_directives_in_force_are_the_orm_rule(agent) -> None:
     Directive.objects.create(
         kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal, cleared_at=now
     )
-    raw = sql.in_force(Directive, now)
-    orm = list(Directive.objects.active(now).order_by("expires_at", "id"))
-    assert [_fields(d) for d in raw] == [_fields(d) for d in orm] and len(raw) == 2
+    seen = []
+    for at in (now, now + timedelta(minutes=90), now - timedelta(hours=2), now + timedelta(days=1)):
+        with CaptureQueriesContext(connection) as queries:
+            raw = sql.instances(_directives_in_force, now=at)
+        orm = list(Directive.objects.active(at).order_by("expires_at", "id"))
+        assert [_fields(d) for d in raw] == [_fields(d) for d in orm]
+        assert len(queries) == 1
+        seen.append(len(raw))
+    assert seen == [2, 1, 3, 0]
+    # Datetimes, integers and text bound per call, in the order the ORM compiled them.
+    from runs.records import record_progress
+
+    outcomes = ("done", "done", "partial")
+    made = [
+        record_progress(principal=agent.principal, summary=f"s{i}", outcome=o) for i, o in enumerate(outcomes)
+    ]
+    for since, after, outcome in ((now - timedelta(hours=1), 0, "done"), (now, made[0].pk, "done")):
+        orm = list(_progress_after(since, after, outcome))
+        raw = sql.instances(_progress_after, since=since, after_id=after, outcome=outcome)
+        assert [_fields(e) for e in raw] == [_fields(e) for e in orm] and all(
+            type(e) is ProgressEntry for e in raw
+        )
+    with pytest.raises(TypeError):
+        sql.instances(lambda when: Directive.objects.active(now), when=now)  # a closure: refused
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_advisory_lock_is_named_and_held_until_the_transaction_ends() -> None:
+    """One key scheme: a lock's name, through `lock_key`. On SQLite there is nothing to take."""
+    held_sql = (
+        "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+        "WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    )
+
+    def held() -> set[int]:
+        if connection.vendor != "postgresql":
+            return set()
+        with connection.cursor() as cursor:
+            cursor.execute(held_sql)
+            return {row[0] for row in cursor.fetchall()}
+
+    assert sql.lock_key("operator.test") == sql.lock_key("operator.test") > 0
+    with transaction.atomic():
+        sql.advisory_xact_lock("operator.test")
+        inside = held()
+    assert inside == ({sql.lock_key("operator.test")} if connection.vendor == "postgresql" else set())
+    assert held() == set()
 
 
 def test_capped_figures_count_up_to_the_cap() -> None:
@@ -220,7 +274,7 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
     now = timezone.now()
     _, end = reads.day_bounds(reads.check_date(None, now))
     from goals.goal_model import ordered_priorities_query, project_list_query, ranked_goals_query
-    from runs import services as runs
+    from runs.lock import last_finished_query, running_run_query
 
     task_ids = tuple(Task.objects.values_list("id", flat=True))
     cases = {
@@ -236,8 +290,8 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
         "low": (Rows(reads._low_stakes_beliefs, (10,)), ()),
         "progress": (Rows(reads._recent_progress, (end, 8)), ("day", "recorded_by")),
         "observations": (Rows(reads._recent_observations, (end, 8)), ("day", "recorded_by")),
-        "running_run": (Rows(runs.running_run_query), ("holder", "day")),
-        "last_finished_run": (Rows(runs.last_finished_query), ("holder", "day", "ended_by")),
+        "running_run": (Rows(running_run_query), ("holder", "day")),
+        "last_finished_run": (Rows(last_finished_query), ("holder", "day", "ended_by")),
         "tasks": (Rows(reads._shown_tasks, (task_ids,), fixed=False), ("updated_by", "goal", "project")),
     }
     with django_assert_num_queries(1):
@@ -272,7 +326,7 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
 
 
 def test_read_many_carries_json_booleans_floats_and_nulls(agent) -> None:
-    from runs.services import record_observation
+    from runs.records import record_observation
 
     record_observation(
         principal=agent.principal,

@@ -9,7 +9,7 @@ from django.core import mail
 from beliefs import services
 from beliefs.models import Belief, Instruction, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
-from intents import services as directives
+from intents import directives
 from operator_site import notifications
 from operator_site.models import Notification
 from operator_site.refusals import Refusal

@@ -13,7 +13,7 @@ from goals import goal_model
 from goals.models import Goal, GoalModelVersion, Project, Task
 from goals.services import task_dict, update_task
 from goals.tests.helpers import RECONCILE, REVERT, everything, ranking
-from intents import services as directives
+from intents import directives
 from operator_site import notifications
 from operator_site.models import Notification
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from intents import services
+from intents.lifecycle import ActionInput, record_intent
 from intents.models import Intent
 from tests.fixtures import Holder
 
@@ -38,8 +38,8 @@ def record(django_capture_on_commit_callbacks: Any) -> Callable[..., tuple[Inten
     def run(principal: Any, now: datetime | None = None, **action: Any) -> tuple[Intent, bool]:
         principal = getattr(principal, "principal", principal)
         with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-            return services.record_intent(
-                principal=principal, action=services.ActionInput(**{**SEED_ACTION, **action}), now=now
+            return record_intent(
+                principal=principal, action=ActionInput(**{**SEED_ACTION, **action}), now=now
             )
 
     return run

@@ -10,7 +10,9 @@ import pytest
 from django.utils import timezone
 
 from beliefs.models import Instruction
-from intents import approval, services
+from intents import approval
+from intents.answers import intent_dict
+from intents.lifecycle import ActionInput, expire_pending, idempotency_key, payload_digest, record_intent
 from intents.models import Decision, Intent, IntentEvent
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
@@ -44,7 +46,7 @@ def test_accept_approves_exactly_once_and_records_who(person, pending) -> None:
         "admin",
         "fine",
     )
-    assert services.intent_dict(approved)["approval_decision_id"] == decision.id
+    assert intent_dict(approved)["approval_decision_id"] == decision.id
     event = IntentEvent.objects.get(event="approved")
     assert (event.by.name, event.via, event.from_status, event.to_status) == (
         "owner",
@@ -63,7 +65,7 @@ def test_a_changed_payload_is_not_approved(person, pending) -> None:
     # the payload changes after the person looked (whatever the path: here, straight in the table)
     Intent.objects.filter(pk=pending.pk).update(amount_cents=490000)
     changed = Intent.objects.get(pk=pending.pk)
-    Intent.objects.filter(pk=pending.pk).update(payload_digest=services.payload_digest(changed))
+    Intent.objects.filter(pk=pending.pk).update(payload_digest=payload_digest(changed))
     with pytest.raises(Refusal) as refused:
         approval.approve_intent(pending, by=person, seen=seen, via="admin")
     assert refused.value.code == "payload_changed"
@@ -140,16 +142,16 @@ def test_edit_then_approve_recomputes_the_key_and_approves_the_edit(person, pend
         pending, by=person, seen=pending.payload_digest, via="admin", title="Monthly plan", amount_cents=490
     )
     assert (edited.status, edited.title, edited.amount_cents) == ("approved", "Monthly plan", 490)
-    assert edited.idempotency_key == services.idempotency_key("spend", "Monthly plan", "", 490, "")
+    assert edited.idempotency_key == idempotency_key("spend", "Monthly plan", "", 490, "")
     assert edited.idempotency_key != old_key
-    assert edited.payload_digest == services.payload_digest(edited)
+    assert edited.payload_digest == payload_digest(edited)
     assert edited.approval_decision.title == "Approve: Monthly plan"
     event = IntentEvent.objects.get(event="edited")
     assert event.data["before"]["amount_cents"] == 4900 and event.data["after"]["amount_cents"] == 490
     # the original call is a new intent again today (its key is free), the edit's is taken
-    again, created = services.record_intent(
+    again, created = record_intent(
         principal=agent.principal,
-        action=services.ActionInput(type="spend", title="Monthly plan", amount_cents=490),
+        action=ActionInput(type="spend", title="Monthly plan", amount_cents=490),
     )
     assert (again.id, created) == (edited.id, False)
 
@@ -212,7 +214,7 @@ def test_respond_records_a_human_authored_instruction_and_leaves_it_pending(pers
     assert instruction.refs == [f"intent:{pending.id}", f"decision:{decision.id}"]
     assert instruction.channel == "api"
     assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
-    assert services.intent_dict(Intent.objects.get(pk=pending.pk))["response"] == "Only if it is still 49."
+    assert intent_dict(Intent.objects.get(pk=pending.pk))["response"] == "Only if it is still 49."
     with pytest.raises(Refusal) as refused:
         approval.respond_to_intent(pending, by=person, text="   ", via="api")
     assert refused.value.code == "text_required"
@@ -259,7 +261,7 @@ def test_a_channel_must_be_a_human_one(person, pending) -> None:
 
 
 def test_approval_after_the_sweep_is_refused(person, pending) -> None:
-    assert services.expire_pending(timezone.now() + timedelta(days=8)) == [pending.id]
+    assert expire_pending(timezone.now() + timedelta(days=8)) == [pending.id]
     with pytest.raises(Refusal) as refused:
         approval.approve_intent(pending, by=person, seen=pending.payload_digest, via="admin")
     assert refused.value.code == "not_pending"
@@ -270,6 +272,6 @@ def test_the_digest_is_the_same_before_and_after_the_database(agent, record, set
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
-    settings.OPERATOR_TIME_ZONE = "Asia/Kolkata"
+    settings.OPERATOR_TIME_ZONE = settings.TIME_ZONE = "Asia/Kolkata"
     intent, _ = record(agent, due=datetime(2026, 12, 1, 9, 30, tzinfo=ZoneInfo("Asia/Kolkata")))
-    assert services.payload_digest(Intent.objects.get(pk=intent.pk)) == intent.payload_digest
+    assert payload_digest(Intent.objects.get(pk=intent.pk)) == intent.payload_digest

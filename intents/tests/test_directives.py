@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from intents import services
+from intents.answers import directive_dict
+from intents.directives import active_directives, clear_directives, set_directive
 from intents.models import Directive
 from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, orm
@@ -17,27 +18,27 @@ pytestmark = pytest.mark.django_db
 
 def test_set_defaults_to_sixty_minutes_and_normalises_the_topic(agent) -> None:
     now = timezone.now()
-    directive, superseded = services.set_directive(
+    directive, superseded = set_directive(
         principal=agent.principal, kind="focus", topic="  Tax   Return ", minutes=60, reason=None, now=now
     )
     assert directive.topic == "tax return"
     assert directive.expires_at == now + timedelta(minutes=60)
     assert superseded == []
-    assert services.directive_dict(directive, now)["minutes_left"] == 60
+    assert directive_dict(directive, now)["minutes_left"] == 60
 
 
 def test_a_newer_directive_of_the_same_kind_and_topic_replaces_the_one_in_force(agent) -> None:
-    first, _ = services.set_directive(
+    first, _ = set_directive(
         principal=agent.principal, kind="topic_mute", topic="news", minutes=600, reason=None
     )
-    other, _ = services.set_directive(
+    other, _ = set_directive(
         principal=agent.principal, kind="topic_mute", topic="sport", minutes=600, reason=None
     )
-    second, superseded = services.set_directive(
+    second, superseded = set_directive(
         principal=agent.principal, kind="topic_mute", topic="NEWS", minutes=10, reason=None
     )
     assert superseded == [first.id]
-    assert [d.id for d in services.active_directives()] == [second.id, other.id]
+    assert [d.id for d in active_directives()] == [second.id, other.id]
     first.refresh_from_db()
     assert first.clear_reason == "superseded"
 
@@ -55,16 +56,14 @@ def test_a_newer_directive_of_the_same_kind_and_topic_replaces_the_one_in_force(
 )
 def test_bad_directives_are_refused(agent, kind: str, topic: str | None, minutes: int, code: str) -> None:
     with pytest.raises(Refusal) as refused:
-        services.set_directive(
-            principal=agent.principal, kind=kind, topic=topic, minutes=minutes, reason=None
-        )
+        set_directive(principal=agent.principal, kind=kind, topic=topic, minutes=minutes, reason=None)
     assert refused.value.code == code
     assert Directive.objects.count() == 0
 
 
 def test_expired_directives_are_never_listed_and_order_is_soonest_expiry_first(agent) -> None:
     now = timezone.now()
-    services.set_directive(
+    set_directive(
         principal=agent.principal,
         kind="quiet",
         topic=None,
@@ -72,26 +71,26 @@ def test_expired_directives_are_never_listed_and_order_is_soonest_expiry_first(a
         reason=None,
         now=now - timedelta(minutes=10),
     )  # lapsed five minutes ago
-    late, _ = services.set_directive(
+    late, _ = set_directive(
         principal=agent.principal, kind="focus", topic="a", minutes=120, reason=None, now=now
     )
-    soon, _ = services.set_directive(
+    soon, _ = set_directive(
         principal=agent.principal, kind="topic_mute", topic="b", minutes=30, reason=None, now=now
     )
-    assert [d.id for d in services.active_directives(now)] == [soon.id, late.id]
+    assert [d.id for d in active_directives(now)] == [soon.id, late.id]
 
 
 def test_clear_by_id_kind_or_all(agent) -> None:
     p = agent.principal
-    a, _ = services.set_directive(principal=p, kind="topic_mute", topic="a", minutes=60, reason=None)
-    b, _ = services.set_directive(principal=p, kind="topic_mute", topic="b", minutes=60, reason=None)
-    c, _ = services.set_directive(principal=p, kind="focus", topic="c", minutes=60, reason=None)
-    d, _ = services.set_directive(principal=p, kind="quiet", topic=None, minutes=60, reason=None)
-    assert [x.id for x in services.clear_directives(principal=p, directive_id=a.id)] == [a.id]
-    assert [x.id for x in services.clear_directives(principal=p, kind="topic_mute")] == [b.id]
-    assert sorted(x.id for x in services.clear_directives(principal=p, everything=True)) == [c.id, d.id]
-    assert list(services.active_directives()) == []
-    assert services.clear_directives(principal=p, everything=True) == []
+    a, _ = set_directive(principal=p, kind="topic_mute", topic="a", minutes=60, reason=None)
+    b, _ = set_directive(principal=p, kind="topic_mute", topic="b", minutes=60, reason=None)
+    c, _ = set_directive(principal=p, kind="focus", topic="c", minutes=60, reason=None)
+    d, _ = set_directive(principal=p, kind="quiet", topic=None, minutes=60, reason=None)
+    assert [x.id for x in clear_directives(principal=p, directive_id=a.id)] == [a.id]
+    assert [x.id for x in clear_directives(principal=p, kind="topic_mute")] == [b.id]
+    assert sorted(x.id for x in clear_directives(principal=p, everything=True)) == [c.id, d.id]
+    assert list(active_directives()) == []
+    assert clear_directives(principal=p, everything=True) == []
 
 
 @pytest.mark.parametrize(
@@ -104,15 +103,15 @@ def test_clear_by_id_kind_or_all(agent) -> None:
     ],
 )
 def test_clear_needs_exactly_one_selector(agent, selectors: dict) -> None:
-    services.set_directive(principal=agent.principal, kind="quiet", topic=None, minutes=60, reason=None)
+    set_directive(principal=agent.principal, kind="quiet", topic=None, minutes=60, reason=None)
     with pytest.raises(Refusal) as refused:
-        services.clear_directives(principal=agent.principal, **selectors)
+        clear_directives(principal=agent.principal, **selectors)
     assert refused.value.code == "one_selector_required"
-    assert len(services.active_directives()) == 1
+    assert len(active_directives()) == 1
 
 
 def test_clearing_an_unknown_or_lapsed_directive_is_refused(agent) -> None:
-    lapsed, _ = services.set_directive(
+    lapsed, _ = set_directive(
         principal=agent.principal,
         kind="quiet",
         topic=None,
@@ -122,7 +121,7 @@ def test_clearing_an_unknown_or_lapsed_directive_is_refused(agent) -> None:
     )
     for directive_id in (lapsed.id, 999_999):
         with pytest.raises(Refusal) as refused:
-            services.clear_directives(principal=agent.principal, directive_id=directive_id)
+            clear_directives(principal=agent.principal, directive_id=directive_id)
         assert refused.value.code == "not_found"
 
 

@@ -28,11 +28,14 @@ from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from intents import approval, executor, services
+from intents import approval, executor, handlers
+from intents.answers import intent_dict
+from intents.lifecycle import expire_pending, transition_intent
 from intents.models import Intent, IntentEvent
 from operator_site import powers
 from operator_site.models import Principal
-from runs import services as runs
+from operator_site.refusals import Refusal
+from runs.lock import start_run
 from runs.models import Run
 from tests import brain_server
 from tests.brain_server import OUTSIDE_EVERY_LIST, DripFeedServer, ListeningSocket, running_brain
@@ -191,7 +194,7 @@ def test_each_handler_executes_once_through_the_executor_allowlist(
     run = Run.objects.get(pk=report.run_id)
     assert (run.kind, run.status, run.holder.name) == ("executor", "ok", "operator-executor")
     assert report.as_dict()["executed"] == [intent.id]
-    assert services.intent_dict(done)["execution"]["result"]["text"] == f"{tool} ok"
+    assert intent_dict(done)["execution"]["result"]["text"] == f"{tool} ok"
 
     executor.run_executor(timeout_s=20)  # a second pass finds nothing to do
     assert len(brain.calls) == 1
@@ -244,23 +247,23 @@ def test_statuses_other_than_approved_or_queued_are_never_executed(
     brain: MeteredBrain, agent: Any, person: Any, make_intent: Callable[..., Intent]
 ) -> None:
     expired = make_intent(approve=False, type="file_write", title="a/expired.md", body="x")
-    services.expire_pending(now=timezone.now() + timedelta(days=30))
+    expire_pending(now=timezone.now() + timedelta(days=30))
     pending = make_intent(approve=False, type="file_write", title="a/pending.md", body="x")
     rejected = make_intent(approve=False, type="file_write", title="a/rejected.md", body="x")
     approval.reject_intent(rejected, by=person, via="admin")
     cancelled = make_intent(approve=False, type="file_write", title="a/cancelled.md", body="x")
-    services.transition_intent(principal=agent.principal, intent_id=cancelled.id, to="cancelled")
+    transition_intent(principal=agent.principal, intent_id=cancelled.id, to="cancelled")
     blocked = make_intent(type="share_password", title="send the wifi password")
     # An agent moved this one to executing itself (the tool's legal move): no executor lease, so the
     # executor never takes it over, however old it gets.
     by_agent = make_intent(type="note", title="agent is on it")
-    services.transition_intent(principal=agent.principal, intent_id=by_agent.id, to="executing")
+    transition_intent(principal=agent.principal, intent_id=by_agent.id, to="executing")
     done = make_intent(type="note", title="already done")
-    services.transition_intent(principal=agent.principal, intent_id=done.id, to="executing")
-    services.transition_intent(principal=agent.principal, intent_id=done.id, to="executed")
+    transition_intent(principal=agent.principal, intent_id=done.id, to="executing")
+    transition_intent(principal=agent.principal, intent_id=done.id, to="executed")
     failed = make_intent(type="note", title="already failed")
-    services.transition_intent(principal=agent.principal, intent_id=failed.id, to="executing")
-    services.transition_intent(principal=agent.principal, intent_id=failed.id, to="failed")
+    transition_intent(principal=agent.principal, intent_id=failed.id, to="executing")
+    transition_intent(principal=agent.principal, intent_id=failed.id, to="failed")
     expected = {
         pending.id: "pending_approval",
         rejected.id: "rejected",
@@ -333,8 +336,8 @@ def test_a_handler_reaching_outside_the_allowlist_never_reaches_the_brain(
     settings: Any, make_intent: Callable[..., Intent], monkeypatch: Any, tool: str
 ) -> None:
     """Defence in depth: even a (mis)configured handler is refused before a request exists."""
-    rogue = executor.Handler(tool, lambda intent: {"command": intent.body}, "rogue")
-    monkeypatch.setattr(executor, "HANDLERS", MappingProxyType({**executor.HANDLERS, "rogue_action": rogue}))
+    rogue = handlers.Handler(tool, lambda intent: {"command": intent.body}, "rogue")
+    monkeypatch.setattr(handlers, "HANDLERS", MappingProxyType({**handlers.HANDLERS, "rogue_action": rogue}))
     listener = ListeningSocket()
     try:
         settings.BRAIN_URL = f"http://127.0.0.1:{listener.port}/mcp"
@@ -353,8 +356,8 @@ def test_a_handler_reaching_outside_the_allowlist_never_reaches_the_brain(
 
 
 def test_every_handler_uses_an_executor_tool_and_is_documented() -> None:
-    assert {h.tool for h in executor.HANDLERS.values()} <= powers.EXECUTOR_TOOLS
-    assert set(executor.HANDLERS) >= {"note", "reminder", "draft", "file_write", "workspace_action"}
+    assert {h.tool for h in handlers.HANDLERS.values()} <= powers.EXECUTOR_TOOLS
+    assert set(handlers.HANDLERS) >= {"note", "reminder", "draft", "file_write", "workspace_action"}
     section = (ROOT / "docs" / "gate.md").read_text().split("## The executor", 1)[1]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     documented = {}
@@ -362,7 +365,7 @@ def test_every_handler_uses_an_executor_tool_and_is_documented() -> None:
         types, tool = row.split(" | ")[:2]
         for name in types.strip("| ").split(", "):
             documented[name.strip("`")] = tool.strip("`")
-    assert documented == {name: handler.tool for name, handler in executor.HANDLERS.items()}
+    assert documented == {name: handler.tool for name, handler in handlers.HANDLERS.items()}
 
 
 # =====================================================================================================
@@ -437,7 +440,7 @@ def test_an_expired_lease_that_was_never_attempted_is_reclaimed_and_executed_onc
 ) -> None:
     intent = make_intent(type="note", title="Claimed then abandoned")
     t0 = timezone.now()
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     # An executor claims it and dies before it calls anything.
     claim = executor.claim_next(principal=principal, lease_s=120, holder="doomed", now=t0)
     assert claim is not None and fresh(intent).status == "executing"
@@ -467,7 +470,7 @@ def test_an_expired_lease_that_was_attempted_fails_and_is_never_called_again(
 ) -> None:
     intent = make_intent(type="file_write", title="notes/once.md", body="exactly once")
     t0 = timezone.now()
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     claim = executor.claim_next(principal=principal, lease_s=120, holder="doomed", now=t0)
     call = executor.BrainCall("files_write", {"path": "notes/once.md", "payload": "exactly once"})
     key = executor.execution_key(claim.intent)
@@ -493,7 +496,7 @@ def test_an_attempt_needs_the_lease_to_outlast_the_deadline(
 ) -> None:
     make_intent(type="note", title="short lease")
     t0 = timezone.now()
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     claim = executor.claim_next(principal=principal, lease_s=120, holder="me", now=t0)
     call = executor.BrainCall("files_write", {})
     late = t0 + timedelta(seconds=101)  # 19 s of lease left, deadline 20 s: a reclaim could overlap the call
@@ -618,7 +621,7 @@ def test_another_running_run_makes_the_command_exit_non_zero(
     brain: MeteredBrain, agent: Any, make_intent: Callable[..., Intent]
 ) -> None:
     with transaction.atomic():
-        holding = runs.start_run(principal=agent.principal, kind="tick:morning")
+        holding = start_run(principal=agent.principal, kind="tick:morning")
     intent = make_intent(type="note", title="Not while a tick runs")
 
     with pytest.raises(CommandError, match=r"already_running: Run \d+ \(tick:morning, held by scout\)"):
@@ -638,10 +641,10 @@ def test_the_step_heartbeats_its_run_and_stops_when_the_run_went_stale(
     second = make_intent(type="note", title="second")
     t0 = timezone.now()
     with transaction.atomic():
-        tick = runs.start_run(principal=agent.principal, kind="tick:start", stale_after_s=30, now=t0)
+        tick = start_run(principal=agent.principal, kind="tick:start", stale_after_s=30, now=t0)
     # Another process took the lock over (the tick looked dead): the tick's step must stop claiming.
     with transaction.atomic():
-        runs.start_run(principal=relief.principal, kind="rescue", now=t0 + timedelta(seconds=31))
+        start_run(principal=relief.principal, kind="rescue", now=t0 + timedelta(seconds=31))
     report = executor.execute_step(principal=agent.principal, run=tick, timeout_s=20, limit=10)
     assert report.status == "stale"
     assert len(report.outcomes) == 1 and fresh(first).status == "executed"
@@ -654,7 +657,7 @@ def test_the_service_principal_is_not_borrowed_from_a_token_holder(
 ) -> None:
     make_principal("operator-executor", kind="agent")  # someone made a token-holding principal of that name
     with pytest.raises(Exception, match="token-less agent"):
-        executor.executor_principal()
+        Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
 
 
 @pytest.fixture
@@ -704,7 +707,7 @@ EXECUTORS = 4
 def test_executors_racing_run_every_handler_exactly_once_per_intent(
     brain: MeteredBrain, make_intent: Callable[..., Intent]
 ) -> None:
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     brain.stall_s = 0.02  # keep calls in flight while the others claim
     for round_ in range(3):
         brain.calls.clear()
@@ -739,7 +742,7 @@ def test_executors_racing_run_every_handler_exactly_once_per_intent(
 def test_executors_racing_to_reclaim_expired_leases_never_call_twice(
     brain: MeteredBrain, make_intent: Callable[..., Intent]
 ) -> None:
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     t0 = timezone.now()
     fresh_claims, attempted = [], []
     for i in range(12):
@@ -775,19 +778,19 @@ def test_an_agent_cannot_finish_an_intent_the_executor_holds(
     brain: MeteredBrain, make_intent: Callable[..., Intent], agent: Any
 ) -> None:
     intent = make_intent(type="note", title="Held by the executor")
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     claim = executor.claim_next(principal=principal, lease_s=120, holder="exec-1", now=timezone.now())
     assert claim is not None and fresh(intent).status == "executing"
     for to in ("executed", "failed"):
-        with pytest.raises(services.Refusal) as refused:
-            services.transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
+        with pytest.raises(Refusal) as refused:
+            transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
         assert refused.value.code == "claimed_by_executor"
         assert refused.value.extra["lease_holder"] == "exec-1"
     # Not even with the lease expired: only the executor (a reclaim) takes it from there.
     held = fresh(intent)
     assert held.status == "executing" and held.lease_token == claim.token
-    with pytest.raises(services.Refusal):
-        services.transition_intent(
+    with pytest.raises(Refusal):
+        transition_intent(
             principal=agent.principal,
             intent_id=intent.id,
             to="executed",
@@ -806,6 +809,6 @@ def test_an_agent_still_finishes_an_intent_it_carries_out_itself(
     make_intent: Callable[..., Intent], agent: Any
 ) -> None:
     intent = make_intent(type="note", title="Done by hand")
-    services.transition_intent(principal=agent.principal, intent_id=intent.id, to="executing")
-    done, was = services.transition_intent(principal=agent.principal, intent_id=intent.id, to="executed")
+    transition_intent(principal=agent.principal, intent_id=intent.id, to="executing")
+    done, was = transition_intent(principal=agent.principal, intent_id=intent.id, to="executed")
     assert (was, done.status) == ("executing", "executed")

@@ -14,7 +14,9 @@ from django.core import mail
 from django.core.management import call_command
 from django.utils import timezone
 
-from intents import services
+from intents.answers import intent_dict
+from intents.directives import clear_directives, set_directive
+from intents.lifecycle import ActionInput, expire_pending, record_intent, transition_intent
 from intents.models import Decision, Intent, IntentEvent
 from operator_site import notifications
 from operator_site.models import Notification
@@ -29,9 +31,9 @@ def test_pending_approvals_expire_after_the_configured_days(agent, record, setti
     young, _ = record(agent, now=t0 + timedelta(days=2), title="young")
     queued, _ = record(agent, now=t0, type="note", title="note", amount_cents=None)
     assert old.expires_at == t0 + timedelta(days=3)
-    assert services.expire_pending(t0 + timedelta(days=3) - timedelta(seconds=1)) == []
-    assert services.expire_pending(t0 + timedelta(days=3)) == [old.id]
-    assert services.expire_pending(t0 + timedelta(days=3)) == []  # idempotent
+    assert expire_pending(t0 + timedelta(days=3) - timedelta(seconds=1)) == []
+    assert expire_pending(t0 + timedelta(days=3)) == [old.id]
+    assert expire_pending(t0 + timedelta(days=3)) == []  # idempotent
     assert Intent.objects.get(pk=old.pk).status == "expired"
     assert Intent.objects.get(pk=young.pk).status == "pending_approval"
     assert Intent.objects.get(pk=queued.pk).status == "queued"  # only approvals expire
@@ -44,7 +46,7 @@ def test_pending_approvals_expire_after_the_configured_days(agent, record, setti
 def test_the_default_is_seven_days(agent, record, t0) -> None:
     intent, _ = record(agent, now=t0)
     assert intent.expires_at == t0 + timedelta(days=7)
-    assert services.intent_dict(intent)["expires_at"] == intent.expires_at
+    assert intent_dict(intent)["expires_at"] == intent.expires_at
 
 
 def test_a_parked_question_expires_too(agent, owner, record, t0) -> None:
@@ -52,7 +54,7 @@ def test_a_parked_question_expires_too(agent, owner, record, t0) -> None:
 
     intent, _ = record(agent, now=t0)
     approval.ignore_intent(intent, by=owner.principal.user, via="admin", now=t0)
-    assert services.expire_pending(t0 + timedelta(days=7)) == [intent.id]
+    assert expire_pending(t0 + timedelta(days=7)) == [intent.id]
     assert Decision.objects.get(intent=intent).status == "expired"
 
 
@@ -68,7 +70,7 @@ def test_the_operator_expire_command(agent, record, t0) -> None:
 
 # --- directives shape the approval request ---------------------------------------------------------------
 def directive(agent: Any, kind: str, topic: str | None = None, minutes: int = 60) -> None:
-    services.set_directive(principal=agent.principal, kind=kind, topic=topic, minutes=minutes, reason=None)
+    set_directive(principal=agent.principal, kind=kind, topic=topic, minutes=minutes, reason=None)
 
 
 def notice_of(intent: Intent) -> Notification:
@@ -87,7 +89,7 @@ def test_quiet_holds_the_request_and_clearing_releases_it(agent, record) -> None
     notice = notice_of(intent)
     assert notice.state == "held" and notice.held_reason.startswith("quiet")
     assert mail.outbox == []
-    services.clear_directives(principal=agent.principal, kind="quiet")
+    clear_directives(principal=agent.principal, kind="quiet")
     report = notifications.deliver_due()
     assert report.released == [notice.id] and report.delivered == [notice.id]
     assert len(mail.outbox) == 1
@@ -113,7 +115,7 @@ def test_a_muted_topic_holds_only_requests_about_it(agent, record) -> None:
         "held",
         "delivered",
     )
-    services.clear_directives(principal=agent.principal, everything=True)
+    clear_directives(principal=agent.principal, everything=True)
     released = notifications.deliver_due().released
     assert sorted(released) == sorted([notice_of(muted).id, notice_of(in_title).id])
 
@@ -148,7 +150,7 @@ def test_a_held_duplicate_is_still_one_notice(agent, record) -> None:
     again, created = record(agent)
     assert not created and again.id == first.id
     assert Notification.objects.count() == 1
-    services.clear_directives(principal=agent.principal, everything=True)
+    clear_directives(principal=agent.principal, everything=True)
     notifications.deliver_due()
     assert len(mail.outbox) == 1
 
@@ -160,18 +162,17 @@ def test_a_held_approval_request_is_withdrawn_once_the_question_is_settled(agent
 
     from django.utils import timezone
 
-    from intents import services
     from intents.approval import approve_intent
     from intents.models import Intent
     from operator_site.models import Notification
     from operator_site.notifications import deliver_due
 
-    services.set_directive(principal=owner.principal, kind="quiet", topic=None, minutes=30, reason=None)
+    set_directive(principal=owner.principal, kind="quiet", topic=None, minutes=30, reason=None)
     made = []
     for title in ("Renew plan A", "Renew plan B", "Renew plan C"):
-        intent, _ = services.record_intent(
+        intent, _ = record_intent(
             principal=agent.principal,
-            action=services.ActionInput(type="spend", title=title, amount_cents=100),
+            action=ActionInput(type="spend", title=title, amount_cents=100),
         )
         made.append(intent)
     deliver_due()
@@ -179,11 +180,11 @@ def test_a_held_approval_request_is_withdrawn_once_the_question_is_settled(agent
         "held"
     }
 
-    services.transition_intent(principal=agent.principal, intent_id=made[0].id, to="cancelled")
+    transition_intent(principal=agent.principal, intent_id=made[0].id, to="cancelled")
     fresh = Intent.objects.get(pk=made[1].pk)
     approve_intent(fresh, by=owner.principal.user, seen=fresh.payload_digest, via="admin")
-    services.expire_pending(timezone.now() + timedelta(days=30))
-    services.clear_directives(principal=owner.principal, kind="quiet")
+    expire_pending(timezone.now() + timedelta(days=30))
+    clear_directives(principal=owner.principal, kind="quiet")
     report = deliver_due()
     assert report.delivered == []
     states = dict(Notification.objects.filter(kind="approval_request").values_list("dedupe_key", "state"))

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from intents import approval, services
+from intents import approval
+from intents.decisions import update_decision
+from intents.lifecycle import move_intent, transition_intent
 from intents.models import Decision, Intent, IntentEvent
 from operator_site.refusals import Refusal
 from tests.fixtures import asgi_http, call, orm
@@ -51,13 +53,9 @@ def intent_in(agent, owner, record) -> Callable[[str], Intent]:
         if status in {"queued", "executing", "executed", "failed"}:
             intent, _ = record(agent, type="note", title=title, amount_cents=None)
             if status != "queued":
-                intent, _ = services.transition_intent(
-                    principal=agent.principal, intent_id=intent.id, to="executing"
-                )
+                intent, _ = transition_intent(principal=agent.principal, intent_id=intent.id, to="executing")
             if status in {"executed", "failed"}:
-                intent, _ = services.transition_intent(
-                    principal=agent.principal, intent_id=intent.id, to=status
-                )
+                intent, _ = transition_intent(principal=agent.principal, intent_id=intent.id, to=status)
         elif status == "blocked":
             intent, _ = record(agent, type="share_secret", title=title, amount_cents=None)
         else:
@@ -69,9 +67,7 @@ def intent_in(agent, owner, record) -> Callable[[str], Intent]:
             elif status == "rejected":
                 intent = approval.reject_intent(intent, by=owner.principal.user, via="admin")
             elif status in {"cancelled", "expired"}:
-                intent, _ = services.transition_intent(
-                    principal=agent.principal, intent_id=intent.id, to=status
-                )
+                intent, _ = transition_intent(principal=agent.principal, intent_id=intent.id, to=status)
         assert intent.status == status
         return intent
 
@@ -98,9 +94,7 @@ def test_every_transition(agent, intent_in, frm: str, to: str) -> None:
     events_before = IntentEvent.objects.count()
     outcome = expected_outcome(frm, to)
     if outcome == "ok":
-        moved, was = services.transition_intent(
-            principal=agent.principal, intent_id=intent.id, to=to, note="n"
-        )
+        moved, was = transition_intent(principal=agent.principal, intent_id=intent.id, to=to, note="n")
         assert (was, moved.status) == (frm, to)
         last = IntentEvent.objects.last()
         assert (last.event, last.from_status, last.to_status, last.by_id, last.via) == (
@@ -112,7 +106,7 @@ def test_every_transition(agent, intent_in, frm: str, to: str) -> None:
         )
         return
     with pytest.raises(Refusal) as refused:
-        services.transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
+        transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
     assert refused.value.code == outcome
     if outcome == "approval_is_human":
         assert "Approval is a human act" in refused.value.reason
@@ -127,7 +121,7 @@ def test_every_transition(agent, intent_in, frm: str, to: str) -> None:
 def test_cancelling_or_expiring_a_pending_intent_closes_its_question(agent, intent_in) -> None:
     for to, decision_status in (("cancelled", "withdrawn"), ("expired", "expired")):
         intent = intent_in("pending_approval")
-        services.transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
+        transition_intent(principal=agent.principal, intent_id=intent.id, to=to)
         decision = Decision.objects.get(intent=intent)
         assert decision.status == decision_status and decision.decided_by_id == agent.principal.id
 
@@ -135,7 +129,7 @@ def test_cancelling_or_expiring_a_pending_intent_closes_its_question(agent, inte
 @pytest.mark.django_db
 def test_an_unknown_intent_is_refused(agent) -> None:
     with pytest.raises(Refusal) as refused:
-        services.transition_intent(principal=agent.principal, intent_id=999, to="cancelled")
+        transition_intent(principal=agent.principal, intent_id=999, to="cancelled")
     assert refused.value.code == "not_found"
 
 
@@ -144,9 +138,9 @@ def test_a_stale_read_loses_the_compare_and_set(agent, intent_in) -> None:
     """Two movers read `queued`; the second one's conditional update finds nothing to move."""
     intent = intent_in("queued")
     stale = Intent.objects.get(pk=intent.pk)
-    services.move_intent(intent, "cancelled", by=agent.principal, via="mcp", now=intent.created_at)
+    move_intent(intent, "cancelled", by=agent.principal, via="mcp", now=intent.created_at)
     with pytest.raises(Refusal) as refused:
-        services.move_intent(stale, "executing", by=agent.principal, via="mcp", now=intent.created_at)
+        move_intent(stale, "executing", by=agent.principal, via="mcp", now=intent.created_at)
     assert refused.value.code == "conflict" and refused.value.extra["status"] == "cancelled"
     assert Intent.objects.get(pk=intent.pk).status == "cancelled"
 
@@ -171,24 +165,22 @@ def test_decision_moves_pending_parked_rejected_and_never_approved(agent, intent
     intent = intent_in("pending_approval")
     decision = Decision.objects.get(intent=intent)
     p = agent.principal
-    parked, changed = services.update_decision(
-        principal=p, decision_id=decision.id, status="parked", note="later"
-    )
+    parked, changed = update_decision(principal=p, decision_id=decision.id, status="parked", note="later")
     assert (parked.status, changed, parked.note) == ("parked", True, "later")
-    _, changed = services.update_decision(principal=p, decision_id=decision.id, status="parked")
+    _, changed = update_decision(principal=p, decision_id=decision.id, status="parked")
     assert changed is False
-    back, changed = services.update_decision(principal=p, decision_id=decision.id, status="pending")
+    back, changed = update_decision(principal=p, decision_id=decision.id, status="pending")
     assert (back.status, changed) == ("pending", True)
     with pytest.raises(Refusal) as refused:
-        services.update_decision(principal=p, decision_id=decision.id, status="approved")
+        update_decision(principal=p, decision_id=decision.id, status="approved")
     assert refused.value.code == "approval_is_human"
     for bad in ("accepted", "withdrawn", "expired", "APPROVED", ""):
         with pytest.raises(Refusal) as refused:
-            services.update_decision(principal=p, decision_id=decision.id, status=bad)
+            update_decision(principal=p, decision_id=decision.id, status=bad)
         assert refused.value.code == "invalid_status"
     assert Intent.objects.get(pk=intent.pk).status == "pending_approval"
 
-    rejected, changed = services.update_decision(principal=p, decision_id=decision.id, status="rejected")
+    rejected, changed = update_decision(principal=p, decision_id=decision.id, status="rejected")
     assert (rejected.status, changed, rejected.decided_by_id, rejected.decided_via) == (
         "rejected",
         True,
@@ -198,7 +190,7 @@ def test_decision_moves_pending_parked_rejected_and_never_approved(agent, intent
     assert Intent.objects.get(pk=intent.pk).status == "rejected"
     for status in ("pending", "parked", "rejected"):
         with pytest.raises(Refusal) as refused:
-            services.update_decision(principal=p, decision_id=decision.id, status=status)
+            update_decision(principal=p, decision_id=decision.id, status=status)
         assert refused.value.code == "decision_closed"
 
 
@@ -207,14 +199,14 @@ def test_closed_decisions_never_move(agent, intent_in) -> None:
     for status in ("approved", "cancelled", "expired", "rejected"):
         decision = Decision.objects.get(intent=intent_in(status))
         with pytest.raises(Refusal) as refused:
-            services.update_decision(principal=agent.principal, decision_id=decision.id, status="pending")
+            update_decision(principal=agent.principal, decision_id=decision.id, status="pending")
         assert refused.value.code == "decision_closed"
 
 
 @pytest.mark.django_db
 def test_unknown_decision_is_refused(agent) -> None:
     with pytest.raises(Refusal) as refused:
-        services.update_decision(principal=agent.principal, decision_id=404, status="parked")
+        update_decision(principal=agent.principal, decision_id=404, status="parked")
     assert refused.value.code == "not_found"
 
 

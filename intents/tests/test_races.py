@@ -13,7 +13,9 @@ import pytest
 from django.core import mail
 from django.db import connection, transaction
 
-from intents import approval, services
+from intents import approval
+from intents.decisions import update_decision
+from intents.lifecycle import ActionInput, expire_pending, record_intent, transition_intent
 from intents.models import Decision, Intent, IntentEvent
 from operator_site.models import Notification
 from operator_site.refusals import Refusal
@@ -76,11 +78,11 @@ async def test_eight_identical_calls_over_mcp_make_one_intent_and_one_notice(age
 @pytest.mark.django_db(transaction=True)
 def test_identical_concurrent_records_many_rounds(agent) -> None:
     for round_ in range(20):
-        action = services.ActionInput(type="email", title=f"Hello {round_}", recipient="bob@example.com")
+        action = ActionInput(type="email", title=f"Hello {round_}", recipient="bob@example.com")
 
-        def record(_: int, action: services.ActionInput = action) -> tuple[int, bool]:
+        def record(_: int, action: ActionInput = action) -> tuple[int, bool]:
             with transaction.atomic():
-                intent, created = services.record_intent(principal=agent.principal, action=action)
+                intent, created = record_intent(principal=agent.principal, action=action)
             return intent.id, created
 
         results = race(record)
@@ -95,13 +97,13 @@ def test_identical_concurrent_records_many_rounds(agent) -> None:
 def test_concurrent_transitions_let_exactly_one_win(agent) -> None:
     for round_ in range(10):
         with transaction.atomic():
-            intent, _ = services.record_intent(
-                principal=agent.principal, action=services.ActionInput(type="note", title=f"note {round_}")
+            intent, _ = record_intent(
+                principal=agent.principal, action=ActionInput(type="note", title=f"note {round_}")
             )
 
         def move(i: int, intent_id: int = intent.id) -> str:
             with transaction.atomic():
-                moved, _ = services.transition_intent(
+                moved, _ = transition_intent(
                     principal=agent.principal, intent_id=intent_id, to="executing" if i % 2 else "cancelled"
                 )
             return moved.status
@@ -124,9 +126,9 @@ def test_concurrent_approvals_approve_once(agent, owner) -> None:
     user = owner.principal.user
     for round_ in range(5):
         with transaction.atomic():
-            intent, _ = services.record_intent(
+            intent, _ = record_intent(
                 principal=agent.principal,
-                action=services.ActionInput(type="spend", title=f"plan {round_}", amount_cents=100),
+                action=ActionInput(type="spend", title=f"plan {round_}", amount_cents=100),
             )
 
         decision_id = Decision.objects.get(intent=intent).id
@@ -134,7 +136,7 @@ def test_concurrent_approvals_approve_once(agent, owner) -> None:
         def decide(i: int, intent: Intent = intent, decision_id: int = decision_id) -> str:
             affordance = ["accept", "edit", "reject", "tool_reject"][i % 4]
             if affordance == "tool_reject":  # an agent rejecting through operator_update_decision
-                decision, _ = services.update_decision(
+                decision, _ = update_decision(
                     principal=agent.principal, decision_id=decision_id, status="rejected"
                 )
                 return decision.status
@@ -159,9 +161,9 @@ def test_approval_racing_the_expiry_sweep(agent, owner) -> None:
     user = owner.principal.user
     for round_ in range(5):
         with transaction.atomic():
-            intent, _ = services.record_intent(
+            intent, _ = record_intent(
                 principal=agent.principal,
-                action=services.ActionInput(type="spend", title=f"sweep {round_}", amount_cents=100),
+                action=ActionInput(type="spend", title=f"sweep {round_}", amount_cents=100),
             )
         # the person approves just before the deadline while a sweep runs just after it
         before = intent.expires_at - timedelta(seconds=1)
@@ -169,7 +171,7 @@ def test_approval_racing_the_expiry_sweep(agent, owner) -> None:
 
         def act(i: int, intent: Intent = intent, before: Any = before, after: Any = after) -> str:
             if i % 2:
-                return "expired" if services.expire_pending(after) else "nothing"
+                return "expired" if expire_pending(after) else "nothing"
             return approval.approve_intent(
                 intent, by=user, seen=intent.payload_digest, via="admin", now=before
             ).status

@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core import mail
 
-from intents import services
+from intents.answers import intent_dict
+from intents.lifecycle import idempotency_key, transition_intent
 from intents.models import Decision, Intent, IntentEvent
 from intents.tests.conftest import SEED_ACTION, SEED_REASON
 from operator_site.models import AuditEvent, Notification
@@ -103,7 +104,7 @@ def test_key_is_the_seeds_formula(agent, record) -> None:
     )
     expected = hashlib.sha1(b"email|Hi|bob@example.com||Yo", usedforsecurity=False).hexdigest()[:32]
     assert intent.idempotency_key == expected
-    assert services.idempotency_key("spend", "Annual plan renewal", None, 4900, None) == SEED_KEY
+    assert idempotency_key("spend", "Annual plan renewal", None, 4900, None) == SEED_KEY
 
 
 def _all_short_strings(alphabet: str, max_len: int) -> list[str]:
@@ -122,7 +123,7 @@ def test_escaping_prevents_key_collisions_exhaustively() -> None:
         for title, recipient, body in itertools.product(strings, repeat=3)
         for amount in (None, 1, 12)
     ]
-    keys = {services.idempotency_key(*t) for t in tuples}
+    keys = {idempotency_key(*t) for t in tuples}
     assert len(keys) == len(tuples) > 6000
 
     def text(field: object) -> str:
@@ -147,13 +148,11 @@ def test_escaping_prevents_these_naive_collisions(a: tuple, b: tuple) -> None:
     assert "|".join("" if f is None else str(f) for f in a) == "|".join(
         "" if f is None else str(f) for f in b
     )
-    assert services.idempotency_key(*a) != services.idempotency_key(*b)
+    assert idempotency_key(*a) != idempotency_key(*b)
 
 
 def test_escaping_can_collide_only_by_being_the_same_intent() -> None:
-    assert services.idempotency_key("spend", "x", None, 4900, None) == services.idempotency_key(
-        "spend", "x", "", 4900, ""
-    )
+    assert idempotency_key("spend", "x", None, 4900, None) == idempotency_key("spend", "x", "", 4900, "")
 
 
 # --- status by verdict ---------------------------------------------------------------------------------
@@ -164,7 +163,7 @@ def test_allowed_intents_are_queued_with_no_question_and_no_notice(agent, record
     assert intent.expires_at is None
     assert not Decision.objects.exists()
     assert not Notification.objects.exists()
-    row = services.intent_dict(intent, created=True)
+    row = intent_dict(intent, created=True)
     assert row["affordances"] == [] and row["approval_decision_id"] is None
 
 
@@ -180,7 +179,7 @@ def test_denied_intents_are_blocked_and_the_person_is_told(agent, record) -> Non
     # A safety notice (spec, Notification): never held by a directive the agent itself could set.
     assert notice.kind == "intent_blocked" and notice.safety is True
     assert notice.source_id == agent.principal.id  # the per-agent backstop counts it
-    assert services.intent_dict(intent)["affordances"] == []
+    assert intent_dict(intent)["affordances"] == []
 
 
 @pytest.mark.django_db
@@ -221,7 +220,7 @@ def test_same_local_day_returns_the_same_row_and_sends_nothing_more(agent, recor
 
 @pytest.mark.django_db
 def test_a_new_local_day_makes_a_new_intent(agent, record, settings) -> None:
-    settings.OPERATOR_TIME_ZONE = "America/New_York"
+    settings.OPERATOR_TIME_ZONE = settings.TIME_ZONE = "America/New_York"
     tz = ZoneInfo("America/New_York")
     late = datetime(2026, 3, 2, 23, 30, tzinfo=tz)
     first, _ = record(agent, now=late)
@@ -246,10 +245,10 @@ def test_different_payloads_are_different_intents(agent, record) -> None:
 @pytest.mark.django_db
 def test_the_duplicate_returns_the_row_as_it_is_now(agent, record) -> None:
     first, _ = record(agent)
-    services.transition_intent(principal=agent.principal, intent_id=first.id, to="cancelled")
+    transition_intent(principal=agent.principal, intent_id=first.id, to="cancelled")
     again, created = record(agent)
     assert again.id == first.id and again.status == "cancelled" and not created
-    assert services.intent_dict(again, created=False)["affordances"] == []
+    assert intent_dict(again, created=False)["affordances"] == []
 
 
 # --- bad input: refused, nothing written --------------------------------------------------------------

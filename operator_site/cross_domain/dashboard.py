@@ -50,8 +50,8 @@ def review_summary() -> dict[str, Any]:
     from goals.models import GoalModelVersion
     from intents.models import Intent, IntentStatus
     from operator_site.models import Notification
+    from runs.days import find_day
     from runs.models import Run
-    from runs.services import find_day, local_date
 
     pending = Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
     oldest = pending.order_by("created_at", "id").first()
@@ -59,7 +59,7 @@ def review_summary() -> dict[str, Any]:
     latest_safety = safety.order_by("-id").first()
     running = Run.objects.filter(status=Run.Status.RUNNING).select_related("holder").first()
     last_run = Run.objects.exclude(status=Run.Status.RUNNING).order_by("-started_at").first()
-    today = local_date()
+    today = timezone.localdate()
     day = find_day(today)
     now = timezone.now()
     return {

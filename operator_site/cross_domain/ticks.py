@@ -1,29 +1,8 @@
 """Ticks: what scheduled automation (cron, a systemd timer) and agents run to move the day along.
 
-`run_tick(principal=..., mode=..., day=..., run=...)` runs one tick inside the caller's transaction
-(the MCP dispatcher's, or the one `manage.py operator_tick` opens around it together with the run's
-heartbeat, so a tick whose run was taken over commits nothing):
-
-- `morning`: opens today's operator day (idempotent), marks a dead running run stale, expires
-  lapsed approvals (`intents.services.expire_pending`), lists the directives that lapsed since the
-  previous tick, releases the notices that no directive holds any more, and returns the context
-  packet. The first morning tick of a day is recorded; a repeated one sweeps again (each sweep is
-  idempotent), records nothing and says so. Each sweep (and the packet) is a step of its own
-  (`isolated_step`, a savepoint): one that fails is rolled back and listed under `failed_steps`,
-  and the others still run.
-- `start`, `check-in`: record a progress entry (tick = the mode) whose summary says what changed
-  since the previous tick — new intents, decisions opened and closed, task moves, observations
-  (counted, never quoted), progress, runs — and a tick row holding the details.
-- `night`: closes the day (today, or a past date given explicitly) with its summary stored on the
-  day: tasks done, intents created / approved / blocked, decisions, runs, progress, observations.
-  Idempotent: a closed day is returned as it is, and nothing is written.
-- `status`: the same figures — the day's, and what changed since the previous tick — computed
-  live. It writes nothing at all (no day is opened, no tick or progress recorded).
-
-A tick never calls the brain or any other remote service: over MCP it may run on the event loop.
-Delivering the notices it released is left to the delivery thread (`request_delivery`, after
-commit) and to the command, which calls `deliver_due()` once the tick has committed. The observe
-step (which does call the brain) is run only by the command, and only when asked (`--observe`).
+`run_tick(principal=..., mode=..., day=..., run=...)` runs one tick — morning, start, check-in,
+night or status — inside the caller's transaction, each sweep isolated in a savepoint. A tick never
+calls the brain or any other remote service. docs/runs-and-ticks.md ("Ticks") describes each mode.
 """
 
 from __future__ import annotations
@@ -34,20 +13,22 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from intents.lifecycle import expire_pending
 from intents.models import Directive
-from intents.services import expire_pending
 from operator_site.cross_domain import reads
 from operator_site.errors import failed_step, log_failure
 from operator_site.models import Principal
 from operator_site.notifications import release_held, request_delivery
 from operator_site.refusals import Refusal
-from runs import services
+from runs.answers import day_dict, progress_dict, tick_dict
+from runs.days import find_day, open_day
+from runs.lock import recover_stale_runs, run_status
 from runs.models import OperatorDay, Run, Tick
+from runs.records import record_progress
 
 logger = logging.getLogger("operator.ticks")
 T = TypeVar("T")
@@ -57,39 +38,9 @@ TICK_PRINCIPAL = "operator-tick"
 LAPSED_DIRECTIVES_LISTED = 20
 
 
-def tick_principal(name: str = TICK_PRINCIPAL) -> Principal:
-    """The token-less agent principal scheduled ticks act as (it can call no tool over /mcp).
-
-    A principal of that name with a token, tools or as a human is refused, not borrowed.
-    """
-    principal, _ = Principal.objects.get_or_create(
-        name=name, defaults={"kind": Principal.Kind.AGENT, "tools": []}
-    )
-    if principal.kind != Principal.Kind.AGENT or principal.token_digest or principal.tools != []:
-        raise ImproperlyConfigured(
-            f"Principal {name!r} exists with a token, tools or as a human; scheduled ticks act as a "
-            "token-less agent of that name. Rename that principal."
-        )
-    return principal
-
-
 def jsonable(value: Any) -> Any:
     """Plain JSON (dates and datetimes as ISO text), for JSON columns without an encoder."""
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
-
-
-def tick_dict(tick: Tick) -> dict[str, Any]:
-    return {
-        "id": tick.id,
-        "mode": tick.mode,
-        "date": tick.day.date,
-        "at": tick.at,
-        "since": tick.since,
-        "by": tick.principal.name,
-        "run_id": tick.run_id,
-        "progress_id": tick.progress_id,
-        "headline": (tick.report or {}).get("headline"),
-    }
 
 
 def previous_tick(now: datetime) -> Tick | None:
@@ -101,7 +52,7 @@ def _window_start(now: datetime) -> tuple[datetime, Tick | None]:
     prev = previous_tick(now)
     if prev is not None:
         return prev.at, prev
-    return reads.day_bounds(services.local_date(now))[0], None
+    return reads.day_bounds(timezone.localdate(now))[0], None
 
 
 def _record_once(day: OperatorDay, mode: str, **fields: Any) -> tuple[Tick, bool]:
@@ -148,14 +99,14 @@ def _lapsed_directives(since: datetime, now: datetime) -> tuple[list[Directive],
 
 
 def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
-    _require_today("morning", day, services.local_date(now))
+    _require_today("morning", day, timezone.localdate(now))
     since, _ = _window_start(now)
-    day_row, opened = services.open_day(principal=principal, day=day, via="morning tick", now=now)
+    day_row, opened = open_day(principal=principal, day=day, via="morning tick", now=now)
     # Each sweep is a step of its own: one that fails (a poisoned row, a bug) is listed under
     # `failed_steps` and the others still run.
     failed: list[dict[str, Any]] = []
     stale = isolated_step(
-        "recover_stale_runs", failed, lambda: services.recover_stale_runs(principal=principal, now=now), []
+        "recover_stale_runs", failed, lambda: recover_stale_runs(principal=principal, now=now), []
     )
     expired = isolated_step("expire_approvals", failed, lambda: expire_pending(now), [])
     lapsed_rows, lapsed_count = isolated_step(
@@ -214,11 +165,11 @@ def morning(*, principal: Principal, day: date, run: Run | None, now: datetime) 
 
 
 def check_in(*, principal: Principal, mode: str, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
-    _require_today(mode, day, services.local_date(now))
+    _require_today(mode, day, timezone.localdate(now))
     since, prev = _window_start(now)
     changes = reads.changes_between(since, now)
     headline = f"{mode} tick: " + reads.headline(changes)
-    entry = services.record_progress(
+    entry = record_progress(
         principal=principal,
         summary=headline,
         outcome="done",
@@ -245,7 +196,7 @@ def check_in(*, principal: Principal, mode: str, day: date, run: Run | None, now
         "since": since,
         "headline": headline,
         "changes": changes,
-        "progress": services.progress_dict(entry),
+        "progress": progress_dict(entry),
     }
 
 
@@ -269,9 +220,9 @@ def night_headline(figures: dict[str, Any]) -> str:
 
 
 def night(*, principal: Principal, day: date, run: Run | None, now: datetime) -> dict[str, Any]:
-    day_row = services.find_day(day)
+    day_row = find_day(day)
     if day_row is None:
-        day_row, _ = services.open_day(principal=principal, day=day, via="night tick", now=now)
+        day_row, _ = open_day(principal=principal, day=day, via="night tick", now=now)
     if day_row.state == OperatorDay.State.CLOSED:
         return _already_closed(day_row)
     figures = reads.day_figures(day, day_row)
@@ -299,7 +250,7 @@ def night(*, principal: Principal, day: date, run: Run | None, now: datetime) ->
         "date": day,
         "closed": True,
         "already_closed": False,
-        "day": services.day_dict(day_row),
+        "day": day_dict(day_row),
         "tick": tick_dict(tick),
         "headline": headline,
         "summary": summary,
@@ -315,7 +266,7 @@ def _already_closed(day_row: OperatorDay) -> dict[str, Any]:
         "already_closed": True,
         "note": f"The day {day_row.date:%Y-%m-%d} was already closed at "
         f"{day_row.closed_at:%Y-%m-%d %H:%M} UTC; its summary is unchanged and nothing was written.",
-        "day": services.day_dict(day_row),
+        "day": day_dict(day_row),
         "headline": (day_row.summary or {}).get("headline"),
         "summary": day_row.summary,
     }
@@ -323,8 +274,8 @@ def _already_closed(day_row: OperatorDay) -> dict[str, Any]:
 
 def status(*, day: date, now: datetime) -> dict[str, Any]:
     """The same figures as the other ticks, computed live. Writes nothing."""
-    today = services.local_date(now)
-    day_row = services.find_day(day)
+    today = timezone.localdate(now)
+    day_row = find_day(day)
     since, prev = _window_start(now)
     changes = reads.changes_between(since, now) if day == today else None
     figures = reads.day_figures(day, day_row)
@@ -333,14 +284,14 @@ def status(*, day: date, now: datetime) -> dict[str, Any]:
         "mode": "status",
         "date": day,
         "wrote": False,
-        "day": services.day_dict(day_row) if day_row else {"date": day, "state": "not_opened"},
+        "day": day_dict(day_row) if day_row else {"date": day, "state": "not_opened"},
         "previous_tick": tick_dict(prev) if prev else None,
         "since": since if changes else None,
         "changes_since_previous_tick": changes,
         "headline": reads.headline(changes) if changes else None,
         "figures": figures | {"headline": night_headline(figures)},
         "night_summary": (day_row.summary or None) if day_row else None,
-        "runs": services.run_status(now),
+        "runs": run_status(now),
     }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs import services
+from runs.lock import heartbeat, start_run
 from runs.models import Observation, OperatorDay, ProgressEntry, Run
+from runs.records import record_observation, record_progress
 
 pytestmark = pytest.mark.django_db
 
@@ -16,12 +17,12 @@ IMG = '<img src=x onerror="alert(1)">'
 
 @pytest.fixture
 def rows(agent) -> dict[str, object]:
-    started = services.start_run(principal=agent.principal, kind="triage", note=SCRIPT)
-    services.heartbeat(principal=agent.principal, run_id=started.run.id, token=started.token, progress=IMG)
-    progress = services.record_progress(
+    started = start_run(principal=agent.principal, kind="triage", note=SCRIPT)
+    heartbeat(principal=agent.principal, run_id=started.run.id, token=started.token, progress=IMG)
+    progress = record_progress(
         principal=agent.principal, summary=SCRIPT, outcome="failed", tried=[IMG], run_id=started.run.id
     )
-    observation = services.record_observation(
+    observation = record_observation(
         principal=agent.principal, kind="world", summary=SCRIPT, source=IMG, data={"html": IMG}
     )
     day = OperatorDay.objects.get()

@@ -23,9 +23,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import observe as observe_module
-from runs import services
+from runs.lock import start_run
 from runs.models import Observation, Run
 from runs.observe import Probe, load_probes, observe, observe_step
+from runs.records import MAX_OBSERVATION_DATA_BYTES, fenced_observations
 from tests import brain_server
 from tests.brain_server import OUTSIDE_EVERY_LIST, ListeningSocket, running_brain
 from tests.fixtures import ROOT, database_url_of_this_run
@@ -77,7 +78,7 @@ def test_each_probe_becomes_one_tainted_observation(
     assert (run.kind, run.status, run.holder.name, run.heartbeats) == ("observe", "ok", "operator-observe", 3)
     assert run.summary == "3 of 3 probes observed"
     # Every read fences them as untrusted data.
-    fenced = services.fenced_observations()
+    fenced = fenced_observations()
     assert fenced["tainted"] is True and all(item["tainted"] for item in fenced["items"])
 
 
@@ -150,7 +151,7 @@ def test_another_running_run_makes_the_command_exit_non_zero(
 ) -> None:
     settings.OPERATOR_OBSERVE_PROBES = [UPTIME]
     with transaction.atomic():
-        services.start_run(principal=agent.principal, kind="tick:night")
+        start_run(principal=agent.principal, kind="tick:night")
     with pytest.raises(CommandError, match=r"already_running: Run \d+ \(tick:night, held by scout\)"):
         call_command("operator_observe")
     assert brain.calls == [] and Observation.objects.count() == 0
@@ -162,7 +163,7 @@ def test_the_step_inside_a_tick_heartbeats_and_stops_when_the_run_went_stale(
 ) -> None:
     t0 = timezone.now()
     with transaction.atomic():
-        tick = services.start_run(principal=agent.principal, kind="tick:check-in", stale_after_s=30, now=t0)
+        tick = start_run(principal=agent.principal, kind="tick:check-in", stale_after_s=30, now=t0)
     probes = [Probe("a", "actions_shell_run", {}), Probe("b", "actions_shell_run", {})]
 
     report = observe_step(principal=agent.principal, run=tick, probes=probes, timeout_s=20, now=t0)
@@ -170,7 +171,7 @@ def test_the_step_inside_a_tick_heartbeats_and_stops_when_the_run_went_stale(
     assert {o.recorded_by.name for o in Observation.objects.all()} == {"scout"}
 
     with transaction.atomic():
-        services.start_run(principal=relief.principal, kind="rescue", now=t0 + timedelta(seconds=31))
+        start_run(principal=relief.principal, kind="rescue", now=t0 + timedelta(seconds=31))
     report = observe_step(principal=agent.principal, run=tick, probes=probes, timeout_s=20, now=t0)
     assert report.status == "stale" and len(report.probes) == 1  # stopped after the first
 
@@ -180,7 +181,7 @@ def test_a_large_answer_is_kept_within_the_observation_limit() -> None:
         Probe("big", "actions_shell_run", {"x": "y" * 9000}), "é" * 20_000, False, 5
     )
     encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-    assert len(encoded) <= services.MAX_OBSERVATION_DATA_BYTES
+    assert len(encoded) <= MAX_OBSERVATION_DATA_BYTES
     assert data["truncated"] is True and data["text"].startswith("ééé")
     assert data["arguments"] == {"not_kept": "too large"}
     assert "\x00" not in observe_module._clip("a\x00b", 100)[0]

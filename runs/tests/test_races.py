@@ -26,7 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from operator_site.refusals import Refusal
-from runs import services
+from runs.lock import StartedRun, finish_run, heartbeat, start_run
 from runs.models import Run
 from runs.tests.helpers import attempt
 from tests.fixtures import call, orm, start_uvicorn, stop_uvicorn
@@ -78,7 +78,7 @@ def _worker(principal: Any, attempts: int, barrier: threading.Barrier, checker: 
     try:
         barrier.wait()
         for _ in range(attempts):
-            started = attempt(services.start_run, principal=principal, kind="race", stale_after_s=900)
+            started = attempt(start_run, principal=principal, kind="race", stale_after_s=900)
             if isinstance(started, Refusal):
                 checker.count(started.code)
                 time.sleep(random.uniform(0, 0.003))
@@ -86,12 +86,12 @@ def _worker(principal: Any, attempts: int, barrier: threading.Barrier, checker: 
             checker.count("started")
             run_id, token = started.run.id, started.token
             checker.enter(run_id)
-            beat = attempt(services.heartbeat, principal=principal, run_id=run_id, token=token)
+            beat = attempt(heartbeat, principal=principal, run_id=run_id, token=token)
             if isinstance(beat, Refusal):
                 checker.fail(f"heartbeat of a held run refused: {beat.code}")
             time.sleep(random.uniform(0.001, 0.004))
             checker.leave(run_id)
-            done = attempt(services.finish_run, principal=principal, run_id=run_id, token=token, status="ok")
+            done = attempt(finish_run, principal=principal, run_id=run_id, token=token, status="ok")
             if isinstance(done, Refusal):
                 checker.fail(f"finish of a held run refused: {done.code}")
     except Exception as exc:  # a crash in a thread must fail the test, not vanish
@@ -158,7 +158,7 @@ def _all_at_once(actions: list[Callable[[], Any]]) -> list[Any]:
 def _contend(principals: list[Any], now: Any) -> list[Any]:
     """Every contender makes exactly ONE start attempt at `now`, all at once."""
     return _all_at_once(
-        [partial(attempt, services.start_run, principal=p, kind="contender", now=now) for p in principals]
+        [partial(attempt, start_run, principal=p, kind="contender", now=now) for p in principals]
     )
 
 
@@ -180,11 +180,9 @@ def test_a_paused_holder_is_taken_over_within_one_attempt_and_its_late_writes_ch
     def hold() -> None:
         """The holder: starts, beats once, then pauses (alive, connected, silent) until resumed."""
         try:
-            seen["started"] = started = services.start_run(
-                principal=holder, kind="long", stale_after_s=30, now=t0
-            )
+            seen["started"] = started = start_run(principal=holder, kind="long", stale_after_s=30, now=t0)
             attempt(
-                services.heartbeat,
+                heartbeat,
                 principal=holder,
                 run_id=started.run.id,
                 token=started.token,
@@ -194,10 +192,10 @@ def test_a_paused_holder_is_taken_over_within_one_attempt_and_its_late_writes_ch
             resume.wait(60)
             late = t0 + timedelta(seconds=50)
             seen["beat"] = attempt(
-                services.heartbeat, principal=holder, run_id=started.run.id, token=started.token, now=late
+                heartbeat, principal=holder, run_id=started.run.id, token=started.token, now=late
             )
             seen["finish"] = attempt(
-                services.finish_run,
+                finish_run,
                 principal=holder,
                 run_id=started.run.id,
                 token=started.token,
@@ -223,7 +221,7 @@ def test_a_paused_holder_is_taken_over_within_one_attempt_and_its_late_writes_ch
 
     # 31 s after its last heartbeat: one attempt each, and exactly one of them takes over.
     late = _contend(contenders, t0 + timedelta(seconds=36))
-    winners = [r for r in late if isinstance(r, services.StartedRun)]
+    winners = [r for r in late if isinstance(r, StartedRun)]
     losers = [r for r in late if isinstance(r, Refusal)]
     assert len(winners) == 1, late
     assert len(losers) == len(contenders) - 1
@@ -257,24 +255,24 @@ def test_a_late_heartbeat_racing_a_takeover_never_lets_both_win(make_principal) 
     outcomes = Counter()
     for round_no in range(20):
         t = base + timedelta(hours=round_no)
-        held = services.start_run(principal=holder, kind="held", stale_after_s=30, now=t)
+        held = start_run(principal=holder, kind="held", stale_after_s=30, now=t)
         late = t + timedelta(seconds=40)
         results = _all_at_once(
             [
                 partial(
                     attempt,
-                    services.heartbeat,
+                    heartbeat,
                     principal=holder,
                     run_id=held.run.id,
                     token=held.token,
                     now=late,
                 ),
-                *[partial(attempt, services.start_run, principal=p, now=late) for p in contenders],
+                *[partial(attempt, start_run, principal=p, now=late) for p in contenders],
             ]
         )
         beat, starts = results[0], results[1:]
-        takers = [r for r in starts if isinstance(r, services.StartedRun)]
-        assert all(isinstance(r, services.StartedRun | Refusal) for r in starts), starts
+        takers = [r for r in starts if isinstance(r, StartedRun)]
+        assert all(isinstance(r, StartedRun | Refusal) for r in starts), starts
         if isinstance(beat, Run):
             assert takers == [], "a takeover succeeded although the heartbeat landed"
             assert _row(held.run.id)["status"] == "running"
@@ -287,7 +285,7 @@ def test_a_late_heartbeat_racing_a_takeover_never_lets_both_win(make_principal) 
             outcomes["takeover won"] += 1
             token, run_id, by = takers[0].token, takers[0].run.id, takers[0].run.holder
         assert Run.objects.filter(status="running").count() == 1
-        services.finish_run(principal=by, run_id=run_id, token=token, status="ok", now=late)
+        finish_run(principal=by, run_id=run_id, token=token, status="ok", now=late)
     assert sum(outcomes.values()) == 20
 
 

@@ -11,7 +11,16 @@ from django.utils import timezone
 
 from operator_site.models import AuditEvent
 from operator_site.refusals import Refusal
-from runs import services
+from runs.lock import (
+    _mark_stale,
+    finish_run,
+    heartbeat,
+    recover_stale_runs,
+    run_status,
+    running_run,
+    start_run,
+    token_digest,
+)
 from runs.models import OperatorDay, Run
 from runs.tests.helpers import attempt
 from tests.fixtures import asgi_http, call, orm
@@ -20,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _start(holder, now, stale_after_s=60, kind="work"):
-    return services.start_run(principal=holder.principal, kind=kind, stale_after_s=stale_after_s, now=now)
+    return start_run(principal=holder.principal, kind=kind, stale_after_s=stale_after_s, now=now)
 
 
 # --- the lock ---------------------------------------------------------------------------------------------
@@ -29,7 +38,7 @@ def test_start_returns_id_and_token_and_keeps_only_the_tokens_digest(agent, t0) 
     run = Run.objects.get()
     assert started.run.id == run.id
     assert started.token.startswith("run_") and len(started.token) > 40
-    assert run.token_digest == services.token_digest(started.token)
+    assert run.token_digest == token_digest(started.token)
     assert started.token not in str(Run.objects.filter(pk=run.pk).values().get())
     assert (run.status, run.holder_id, run.kind, run.stale_after_s) == (
         "running",
@@ -39,14 +48,12 @@ def test_start_returns_id_and_token_and_keeps_only_the_tokens_digest(agent, t0) 
     )
     assert run.started_at == run.last_heartbeat_at == t0
     assert started.recovered == []
-    assert run.day.date == services.local_date(t0)
+    assert run.day.date == timezone.localdate(t0)
 
 
 def test_a_second_start_is_refused_with_the_running_runs_details(agent, relief, t0) -> None:
     first = _start(agent, t0, kind="inbox")
-    refused = attempt(
-        services.start_run, principal=relief.principal, kind="other", now=t0 + timedelta(seconds=20)
-    )
+    refused = attempt(start_run, principal=relief.principal, kind="other", now=t0 + timedelta(seconds=20))
     assert isinstance(refused, Refusal)
     assert refused.code == "already_running"
     running = refused.extra["running"]
@@ -90,7 +97,7 @@ def test_the_database_itself_refuses_a_second_running_row(agent, t0) -> None:
 def test_stale_after_bounds(agent, t0, stale_after_s: int, ok: bool) -> None:
     """30..86,400 s is accepted; above the operator's cap (OPERATOR_RUN_MAX_STALE_MINUTES, default 15)
     the run gets the cap, and the start says what was asked."""
-    result = attempt(services.start_run, principal=agent.principal, stale_after_s=stale_after_s, now=t0)
+    result = attempt(start_run, principal=agent.principal, stale_after_s=stale_after_s, now=t0)
     if ok:
         assert result.run.stale_after_s == min(stale_after_s, 900)
         assert result.asked_stale_after_s == (stale_after_s if stale_after_s > 900 else None)
@@ -103,21 +110,19 @@ def test_stale_after_bounds(agent, t0, stale_after_s: int, ok: bool) -> None:
     ("kwargs", "code"), [({"note": "x" * 501}, "too_large"), ({"kind": "a\x00"}, "invalid_text")]
 )
 def test_bad_start_text_is_refused(agent, kwargs: dict, code: str) -> None:
-    refused = attempt(services.start_run, principal=agent.principal, **kwargs)
+    refused = attempt(start_run, principal=agent.principal, **kwargs)
     assert isinstance(refused, Refusal) and refused.code == code
     assert Run.objects.count() == 0
 
 
 def test_defaults_kind_and_threshold(agent) -> None:
-    run = services.start_run(principal=agent.principal).run
+    run = start_run(principal=agent.principal).run
     assert (run.kind, run.stale_after_s) == ("run", 900)
 
 
 def test_finishing_releases_the_lock(agent, relief, t0) -> None:
     first = _start(agent, t0)
-    services.finish_run(
-        principal=agent.principal, run_id=first.run.id, token=first.token, status="ok", now=t0
-    )
+    finish_run(principal=agent.principal, run_id=first.run.id, token=first.token, status="ok", now=t0)
     second = _start(relief, t0 + timedelta(seconds=1))
     assert second.recovered == []
     assert Run.objects.get(pk=first.run.pk).status == "ok"
@@ -128,7 +133,7 @@ def test_a_silent_holder_is_marked_stale_and_taken_over(agent, relief, t0) -> No
     held = _start(agent, t0, stale_after_s=60)
     # Within the threshold (and exactly at it): refused.
     for offset in (30, 60):
-        refused = attempt(services.start_run, principal=relief.principal, now=t0 + timedelta(seconds=offset))
+        refused = attempt(start_run, principal=relief.principal, now=t0 + timedelta(seconds=offset))
         assert isinstance(refused, Refusal) and refused.code == "already_running"
     # Older than the threshold: the next start takes over, and says so.
     taker = _start(relief, t0 + timedelta(seconds=61), kind="relief")
@@ -146,8 +151,8 @@ def test_heartbeats_keep_a_run_alive_past_its_original_threshold(agent, relief, 
     held = _start(agent, t0, stale_after_s=60)
     for minute in range(1, 6):
         now = t0 + timedelta(seconds=50 * minute)
-        services.heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token, now=now)
-        refused = attempt(services.start_run, principal=relief.principal, now=now + timedelta(seconds=45))
+        heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token, now=now)
+        refused = attempt(start_run, principal=relief.principal, now=now + timedelta(seconds=45))
         assert isinstance(refused, Refusal) and refused.code == "already_running"
     assert Run.objects.get(pk=held.run.pk).heartbeats == 5
 
@@ -155,11 +160,11 @@ def test_heartbeats_keep_a_run_alive_past_its_original_threshold(agent, relief, 
 def test_a_late_heartbeat_before_anyone_took_over_keeps_the_run(agent, relief, t0) -> None:
     """Overdue but not replaced: the holder is alive and nobody took its place, so the lease renews."""
     held = _start(agent, t0, stale_after_s=60)
-    run = services.heartbeat(
+    run = heartbeat(
         principal=agent.principal, run_id=held.run.id, token=held.token, now=t0 + timedelta(seconds=100)
     )
     assert run.status == "running"
-    refused = attempt(services.start_run, principal=relief.principal, now=t0 + timedelta(seconds=150))
+    refused = attempt(start_run, principal=relief.principal, now=t0 + timedelta(seconds=150))
     assert isinstance(refused, Refusal) and refused.code == "already_running"
 
 
@@ -167,32 +172,28 @@ def test_stale_marking_loses_to_a_heartbeat_that_landed_first(agent, t0) -> None
     """The takeover is a conditional update: a snapshot that looked overdue is not enough."""
     held = _start(agent, t0, stale_after_s=60)
     snapshot = Run.objects.get(pk=held.run.pk)  # last heartbeat t0
-    services.heartbeat(
-        principal=agent.principal, run_id=held.run.id, token=held.token, now=t0 + timedelta(seconds=59)
-    )
-    marked = services._mark_stale(snapshot, principal=None, now=t0 + timedelta(seconds=70), reason="test")
+    heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token, now=t0 + timedelta(seconds=59))
+    marked = _mark_stale(snapshot, principal=None, now=t0 + timedelta(seconds=70), reason="test")
     assert marked is False
     assert Run.objects.get(pk=held.run.pk).status == "running"
 
 
 def test_recover_stale_runs_marks_only_overdue_runs(agent, t0) -> None:
-    assert services.recover_stale_runs(principal=None, now=t0) == []
+    assert recover_stale_runs(principal=None, now=t0) == []
     held = _start(agent, t0, stale_after_s=60)
-    assert services.recover_stale_runs(principal=None, now=t0 + timedelta(seconds=60)) == []
-    recovered = services.recover_stale_runs(principal=None, now=t0 + timedelta(seconds=61))
+    assert recover_stale_runs(principal=None, now=t0 + timedelta(seconds=60)) == []
+    recovered = recover_stale_runs(principal=None, now=t0 + timedelta(seconds=61))
     assert [r.id for r in recovered] == [held.run.id]
     assert recovered[0].status == "stale" and recovered[0].ended_by_id is None
     assert "marked stale by the operator" in recovered[0].end_reason
-    assert services.recover_stale_runs(principal=None, now=t0 + timedelta(seconds=120)) == []
+    assert recover_stale_runs(principal=None, now=t0 + timedelta(seconds=120)) == []
 
 
 # --- the dead-man's switch and fencing ---------------------------------------------------------------------
 def test_heartbeat_refreshes_the_lease_and_keeps_the_latest_progress(agent, t0) -> None:
     held = _start(agent, t0)
-    services.heartbeat(
-        principal=agent.principal, run_id=held.run.id, token=held.token, progress="3 of 9", now=t0
-    )
-    run = services.heartbeat(
+    heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token, progress="3 of 9", now=t0)
+    run = heartbeat(
         principal=agent.principal, run_id=held.run.id, token=held.token, now=t0 + timedelta(seconds=5)
     )
     assert (run.heartbeats, run.progress, run.last_heartbeat_at) == (2, "3 of 9", t0 + timedelta(seconds=5))
@@ -200,9 +201,9 @@ def test_heartbeat_refreshes_the_lease_and_keeps_the_latest_progress(agent, t0) 
 
 def test_a_wrong_token_or_an_unknown_run_is_refused_and_changes_nothing(agent, t0, row_of) -> None:
     held = _start(agent, t0)
-    other = services.token_digest("run_not-this-one")
+    other = token_digest("run_not-this-one")
     before = row_of(held.run)
-    for fn, extra in ((services.heartbeat, {}), (services.finish_run, {"status": "ok"})):
+    for fn, extra in ((heartbeat, {}), (finish_run, {"status": "ok"})):
         wrong = attempt(fn, principal=agent.principal, run_id=held.run.id, token="run_not-this-one", **extra)
         assert isinstance(wrong, Refusal) and wrong.code == "wrong_token"
         assert "stale" not in wrong.extra  # says nothing about a run it does not hold
@@ -217,7 +218,7 @@ def test_a_heartbeat_on_a_stale_run_says_stop_and_changes_nothing(agent, relief,
     taker = _start(relief, t0 + timedelta(seconds=61))
     before, taker_before = row_of(held.run), row_of(taker.run)
     late = attempt(
-        services.heartbeat,
+        heartbeat,
         principal=agent.principal,
         run_id=held.run.id,
         token=held.token,
@@ -240,7 +241,7 @@ def test_a_finish_after_takeover_changes_nothing_and_says_why(agent, relief, t0,
     before, taker_before = row_of(held.run), row_of(taker.run)
     for status in ("ok", "error", "cancelled"):
         late = attempt(
-            services.finish_run,
+            finish_run,
             principal=agent.principal,
             run_id=held.run.id,
             token=held.token,
@@ -253,16 +254,16 @@ def test_a_finish_after_takeover_changes_nothing_and_says_why(agent, relief, t0,
     assert row_of(held.run) == before
     assert row_of(taker.run) == taker_before
     # The taker's own token still works; the old holder's token never works on the new run.
-    wrong = attempt(services.heartbeat, principal=agent.principal, run_id=taker.run.id, token=held.token)
+    wrong = attempt(heartbeat, principal=agent.principal, run_id=taker.run.id, token=held.token)
     assert isinstance(wrong, Refusal) and wrong.code == "wrong_token"
-    services.heartbeat(
+    heartbeat(
         principal=relief.principal, run_id=taker.run.id, token=taker.token, now=t0 + timedelta(seconds=91)
     )
 
 
 def test_a_run_finishes_once(agent, t0, row_of) -> None:
     held = _start(agent, t0)
-    done = services.finish_run(
+    done = finish_run(
         principal=agent.principal,
         run_id=held.run.id,
         token=held.token,
@@ -278,11 +279,11 @@ def test_a_run_finishes_once(agent, t0, row_of) -> None:
     )
     before = row_of(held.run)
     again = attempt(
-        services.finish_run, principal=agent.principal, run_id=held.run.id, token=held.token, status="error"
+        finish_run, principal=agent.principal, run_id=held.run.id, token=held.token, status="error"
     )
     assert isinstance(again, Refusal) and again.code == "already_finished"
     assert "already finished as ok" in again.reason
-    beat = attempt(services.heartbeat, principal=agent.principal, run_id=held.run.id, token=held.token)
+    beat = attempt(heartbeat, principal=agent.principal, run_id=held.run.id, token=held.token)
     assert isinstance(beat, Refusal) and beat.extra["stale"] is True and beat.extra["status"] == "ok"
     assert row_of(held.run) == before
 
@@ -290,17 +291,17 @@ def test_a_run_finishes_once(agent, t0, row_of) -> None:
 @pytest.mark.parametrize("status", ["ok", "error", "skipped", "cancelled", "stale"])
 def test_every_finish_status_closes_the_run(agent, t0, status: str) -> None:
     held = _start(agent, t0)
-    run = services.finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status=status)
+    run = finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status=status)
     assert run.status == status and run.ended_at is not None
-    assert services.running_run() is None
+    assert running_run() is None
 
 
 def test_run_status_reports_the_holder_and_the_last_finished_run(agent, t0) -> None:
-    assert services.run_status(t0) == {"running": None, "last_finished": None}
+    assert run_status(t0) == {"running": None, "last_finished": None}
     first = _start(agent, t0)
-    services.finish_run(principal=agent.principal, run_id=first.run.id, token=first.token, status="skipped")
+    finish_run(principal=agent.principal, run_id=first.run.id, token=first.token, status="skipped")
     second = _start(agent, t0 + timedelta(seconds=5))
-    status = services.run_status(t0 + timedelta(seconds=100))
+    status = run_status(t0 + timedelta(seconds=100))
     assert status["running"]["id"] == second.run.id
     assert status["running"]["overdue"] is True
     assert status["last_finished"]["id"] == first.run.id

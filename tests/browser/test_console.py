@@ -91,27 +91,25 @@ def browser_page() -> Iterator[Any]:
 def console(owner: Any, make_principal: Any) -> Iterator[dict[str, Any]]:
     """A live server whose notices link back to it, an owner to log in as, and an agent's work to review."""
     from beliefs import services as beliefs
-    from intents import services as intents
+    from intents.lifecycle import ActionInput, record_intent
 
     agent = make_principal("scout", kind="agent")
     with transaction.atomic():
         made = {}
         for name, action in {
-            "accept": intents.ActionInput(
+            "accept": ActionInput(
                 type="spend", title="Annual plan renewal", amount_cents=4900, recipient="Acme Tools"
             ),
-            "edit": intents.ActionInput(
+            "edit": ActionInput(
                 type="send_email",
                 title="Reply to the landlord",
                 recipient="landlord@example.com",
                 body="Yes, Tuesday works.",
             ),
-            "respond": intents.ActionInput(
-                type="publish", title="Post the trip photos", body="Album: Lisbon"
-            ),
-            "ignore": intents.ActionInput(type="spend", title="Upgrade cloud storage", amount_cents=999),
+            "respond": ActionInput(type="publish", title="Post the trip photos", body="Album: Lisbon"),
+            "ignore": ActionInput(type="spend", title="Upgrade cloud storage", amount_cents=999),
         }.items():
-            made[name], _ = intents.record_intent(principal=agent.principal, action=action)
+            made[name], _ = record_intent(principal=agent.principal, action=action)
         beliefs.record_instruction(
             principal=owner.principal, text="Please remember my name is Ian Example and that I go by Ian."
         )
@@ -250,14 +248,14 @@ def test_the_approval_page_shows_hidden_characters_and_nothing_is_reordered(
     """An intent whose recipient and body hold bidi overrides, isolates and zero-width characters
     (stored past the door, as a row written before the rule would be): the approval page shows each
     as a marked token, in the order stored, says so at the top, and runs under the CSP."""
-    from intents import services as intents
+    from intents.lifecycle import ActionInput, record_intent
 
     def make() -> Any:
         agent = make_principal("scout", kind="agent")
         with transaction.atomic():
-            intent, _ = intents.record_intent(
+            intent, _ = record_intent(
                 principal=agent.principal,
-                action=intents.ActionInput(
+                action=ActionInput(
                     type="spend",
                     title="Pay the \u202eeciovni\u202c",
                     recipient=RECIPIENT,
@@ -329,7 +327,7 @@ def test_the_person_accepts_a_proposal_from_its_diff_page(
     approval page — at desktop and at phone width — sees before → after, and accepts in one tap. The
     belief then holds the value, with the approval as its evidence."""
     from beliefs.models import Belief
-    from intents import services as intents
+    from intents.lifecycle import ActionInput, record_intent
 
     def make() -> Any:
         agent = make_principal("scout", kind="agent")
@@ -343,9 +341,9 @@ def test_the_person_accepts_a_proposal_from_its_diff_page(
                 confirmed=True,
                 quote="My home city is Porto.",
             )
-            intent, _ = intents.record_intent(
+            intent, _ = record_intent(
                 principal=agent.principal,
-                action=intents.ActionInput(
+                action=ActionInput(
                     type="world_model_change",
                     title="Home city: Lisbon",
                     changes=[{"op": "update", "kind": "identity", "key": "home_city", "value": "Lisbon"}],

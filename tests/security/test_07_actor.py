@@ -56,11 +56,11 @@ ACTORS = st.one_of(
 
 
 def _fresh_intent(principal: Any, n: int) -> Intent:
-    from intents import services
+    from intents.lifecycle import ActionInput, record_intent
 
-    intent, _ = services.record_intent(
+    intent, _ = record_intent(
         principal=principal,
-        action=services.ActionInput(type="spend", title=f"actor probe {n}", amount_cents=100 + n),
+        action=ActionInput(type="spend", title=f"actor probe {n}", amount_cents=100 + n),
     )
     return intent
 

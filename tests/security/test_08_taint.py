@@ -177,11 +177,11 @@ def test_the_admin_renders_stored_text_escaped(principals, client, scorecard) ->
     """Every page of the console that shows agent-written text: the markup arrives escaped."""
     from beliefs import services as beliefs_services
     from goals import services as goals_services
-    from intents import services as intents_services
-    from runs import services as runs_services
+    from intents.lifecycle import ActionInput, record_intent
+    from runs.records import record_observation, record_progress
 
     agent = principals["full_agent"].principal
-    observation = runs_services.record_observation(
+    observation = record_observation(
         principal=agent, kind="world", summary=PAYLOAD, source="x", data={"t": PAYLOAD}
     )
     instruction = beliefs_services.record_instruction(principal=agent, text=PAYLOAD, channel="chat")
@@ -201,14 +201,12 @@ def test_the_admin_renders_stored_text_escaped(principals, client, scorecard) ->
         goal=None,
         project=None,
     ).task
-    progress = runs_services.record_progress(
+    progress = record_progress(
         principal=agent, summary=PAYLOAD, outcome="done", tried=None, failed=None, run_id=None, tick=None
     )
-    intent, _ = intents_services.record_intent(
+    intent, _ = record_intent(
         principal=agent,
-        action=intents_services.ActionInput(
-            type="email", title=PAYLOAD[:300], recipient="bob@example.com", body=PAYLOAD
-        ),
+        action=ActionInput(type="email", title=PAYLOAD[:300], recipient="bob@example.com", body=PAYLOAD),
     )
     belief = beliefs_services.update_world_model(
         principal=agent, changes=[{"op": "add", "kind": "note", "key": "xss", "value": PAYLOAD}]

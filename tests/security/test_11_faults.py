@@ -206,13 +206,11 @@ def test_the_database_restarted_mid_run(make_principal, scorecard) -> None:
 def test_a_stalling_brain_is_abandoned_at_the_deadline(make_principal, settings, scorecard) -> None:
     """The executor calls a brain that never answers: the call is abandoned at the deadline, the
     intent fails (never left executing, never retried), the run finishes."""
-    from intents import services as intent_services
     from intents.executor import execute_step
+    from intents.lifecycle import ActionInput, record_intent
 
     agent = make_principal("scheduler").principal
-    intent, _ = intent_services.record_intent(
-        principal=agent, action=intent_services.ActionInput(type="note", title="write this down")
-    )
+    intent, _ = record_intent(principal=agent, action=ActionInput(type="note", title="write this down"))
     with running_brain(stall_s=30) as brain:
         settings.BRAIN_URL, settings.BRAIN_TOKEN = brain.url, "brain-token"
         started = time.monotonic()

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from beliefs import services as beliefs
 from goals import goal_model
-from intents import services as intents
+from intents.lifecycle import ActionInput, record_intent
 from operator_site import notifications
 from operator_site.display import has_hidden
 from operator_site.models import Notification
@@ -158,9 +158,9 @@ def test_no_directive_holds_a_safety_notice(make_principal, settings, scorecard)
             if problems:
                 found[f"{kind}: {name}"] = problems
         # The control: an ordinary notice IS held by this directive (so the directive was in force).
-        ordinary, _ = intents.record_intent(
+        ordinary, _ = record_intent(
             principal=agent,
-            action=intents.ActionInput(
+            action=ActionInput(
                 type="spend", title=f"Renew plan {kind}", amount_cents=100, topic="credentials"
             ),
         )

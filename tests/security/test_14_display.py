@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from intents import services as intents
+from intents.lifecycle import ActionInput, record_intent
 from intents.models import Intent
 from operator_site import notifications
 from operator_site.display import has_hidden, header_text, token, visible_html, visible_text
@@ -193,9 +193,9 @@ def test_every_surface_shows_hidden_characters_marked_and_isolated(
             tok = token(ch)
             with transaction.atomic():
                 # recipient is stored past the door (a row from before the rule): it must show honestly too.
-                intent, _ = intents.record_intent(
+                intent, _ = record_intent(
                     principal=agent,
-                    action=intents.ActionInput(
+                    action=ActionInput(
                         type="spend",
                         title=f"Pay invoice {i} to Bob{ch}Mallory",
                         recipient=f"DE89 3704 0044 {ch}0532 0130 00",
@@ -328,9 +328,9 @@ def test_fuzz_every_notice_renders_and_delivers(principals, settings, scorecard)
         # topic (stored past the door), in an approval request (ordinary) and a blocked notice (safety).
         mail.outbox.clear()
         with transaction.atomic():
-            intent, created = intents.record_intent(
+            intent, created = record_intent(
                 principal=agent,
-                action=intents.ActionInput(
+                action=ActionInput(
                     type=kind,
                     title=(title or "t")[:300],
                     recipient=recipient[:300] or None,

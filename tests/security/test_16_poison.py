@@ -34,14 +34,14 @@ from django.db import DataError, IntegrityError, OperationalError, transaction
 from django.test import Client
 from django.utils import timezone
 
-from intents import executor, services
+from intents import directives, executor, handlers, lifecycle
 from intents.models import Intent, IntentStatus
 from operator_site import notifications
 from operator_site.cross_domain import ticks
 from operator_site.face import registry
-from operator_site.models import AuditEvent, Notification
+from operator_site.models import AuditEvent, Notification, Principal
 from runs import observe as observe_module
-from runs import services as runs
+from runs.lock import start_run
 from runs.models import Observation, Run
 from runs.observe import Probe, observe
 from tests.brain_server import running_brain
@@ -85,7 +85,7 @@ def brain(settings: Any) -> Iterator[Any]:
 
 def _record(principal: Any, **action: Any) -> Intent:
     with transaction.atomic():
-        intent, _ = services.record_intent(principal=principal, action=services.ActionInput(**action))
+        intent, _ = lifecycle.record_intent(principal=principal, action=lifecycle.ActionInput(**action))
     return intent
 
 
@@ -168,7 +168,7 @@ def test_executor_one_intent_raising_anywhere_fails_alone(
             def build(intent: Intent) -> dict[str, Any]:
                 raise KeyError("SELECT secret FROM vault -- a handler bug")
 
-            return executor.Handler(handler.tool, build, handler.does)
+            return handlers.Handler(handler.tool, build, handler.does)
         return handler
 
     def mark_attempt(claim: Any, **kwargs: Any) -> bool:
@@ -219,7 +219,7 @@ def test_executor_one_intent_raising_anywhere_fails_alone(
 
 SWEEPS = {
     # step name in failed_steps: (module, attribute) to make raise
-    "recover_stale_runs": (runs, "recover_stale_runs"),
+    "recover_stale_runs": (ticks, "recover_stale_runs"),
     "expire_approvals": (ticks, "expire_pending"),
     "list_lapsed_directives": (ticks, "_lapsed_directives"),
     "release_held_notices": (ticks, "release_held"),
@@ -229,13 +229,13 @@ SWEEPS = {
 
 def _morning_work(agent: Any, now: datetime) -> dict[str, Any]:
     """One item of work for every sweep of the morning tick."""
-    stale = runs.start_run(principal=agent, kind="dead", stale_after_s=30, now=now - timedelta(hours=1))
+    stale = start_run(principal=agent, kind="dead", stale_after_s=30, now=now - timedelta(hours=1))
     expiring = _record(agent, type="email", title="expiring", recipient="x@example.com")
     Intent.objects.filter(pk=expiring.pk).update(expires_at=now - timedelta(minutes=1))
     held = Notification.objects.create(
         kind="approval_request", title="held", state="held", held_reason="quiet"
     )
-    lapsed, _ = services.set_directive(
+    lapsed, _ = directives.set_directive(
         principal=agent, kind="quiet", topic=None, minutes=1, reason="r", now=now - timedelta(seconds=61)
     )
     return {"stale": stale.run.pk, "expiring": expiring.pk, "held": held.pk, "lapsed": lapsed.pk}
@@ -256,7 +256,7 @@ def test_morning_tick_one_sweep_raising_leaves_the_others_done(
     module, name = SWEEPS[failing]
     monkeypatch.setattr(module, name, boom)
     with transaction.atomic():
-        answer = ticks.run_tick(principal=ticks.tick_principal(), mode="morning")
+        answer = ticks.run_tick(principal=Principal.objects.service(ticks.TICK_PRINCIPAL), mode="morning")
 
     misses = []
     if [f["step"] for f in answer["failed_steps"]] != [failing] or _leaks(json.dumps(answer["failed_steps"])):
@@ -287,15 +287,15 @@ def test_expiry_one_poisoned_intent_does_not_stop_the_sweep(principals, scorecar
         _record(agent, type="email", title=f"expiring {n}", recipient=f"{n}@example.com") for n in range(3)
     ]
     Intent.objects.filter(pk__in=[r.pk for r in rows]).update(expires_at=now - timedelta(minutes=1))
-    real_move = services.move_intent
+    real_move = lifecycle.move_intent
 
     def move(intent: Intent, *args: Any, **kwargs: Any) -> Any:
         if intent.pk == rows[1].pk:
             raise ValueError("poisoned row")
         return real_move(intent, *args, **kwargs)
 
-    monkeypatch.setattr(services, "move_intent", move)
-    expired = services.expire_pending(now)
+    monkeypatch.setattr(lifecycle, "move_intent", move)
+    expired = lifecycle.expire_pending(now)
     statuses = [Intent.objects.get(pk=r.pk).status for r in rows]
     misses = (
         []
@@ -680,8 +680,8 @@ async def test_in_range_extremes_are_accepted_and_render_everywhere(
         bad = []
         for pk in rows:
             intent = Intent.objects.get(pk=pk)
-            executor._as_markdown(intent)
-            services.describe_intent(intent)
+            handlers._as_markdown(intent)
+            lifecycle.describe_intent(intent)
             for url in (f"/admin/intents/intent/{pk}/change/", f"/admin/intents/intent/{pk}/decide/"):
                 if client.get(url).status_code != 200:
                     bad.append(url)

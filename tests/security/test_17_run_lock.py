@@ -30,10 +30,10 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from intents import services as intent_services
+from intents.lifecycle import ActionInput, record_intent
 from operator_site.refusals import Refusal
-from runs import services
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.lock import end_run, finish_run, heartbeat, start_run
 from runs.models import Run
 from tests.brain_server import running_brain
 from tests.fixtures import ROOT, asgi_http, call, database_url_of_this_run, orm
@@ -45,9 +45,7 @@ LONG_ASKS = [86_400, 3_600, 901, 1_800, "86400", 86_400.0]
 
 def _start_later(principal: Any, seconds: float) -> Any:
     try:
-        return services.start_run(
-            principal=principal, kind="next", now=timezone.now() + timedelta(seconds=seconds)
-        )
+        return start_run(principal=principal, kind="next", now=timezone.now() + timedelta(seconds=seconds))
     except Refusal as refusal:
         return refusal
 
@@ -80,7 +78,7 @@ async def test_a_long_stale_after_is_capped_and_the_lock_is_recovered_in_time(
                 found.append(f"{asked!r}: a start after the cap did not recover run {run_id}: {late}")
                 continue
             await orm(
-                lambda late=late: services.finish_run(
+                lambda late=late: finish_run(
                     principal=other.principal, run_id=late.run.id, token=late.token, status="ok"
                 )
             )
@@ -109,8 +107,8 @@ def _end(client: Client, run_id: int, reason: str = "") -> Any:
 
 def test_the_person_ends_a_run_held_alive_and_the_old_holder_is_refused(principals, scorecard) -> None:
     agent, owner = principals["full_agent"], principals["owner"]
-    held = services.start_run(principal=agent.principal, kind="hog", stale_after_s=900)
-    services.heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token)  # alive
+    held = start_run(principal=agent.principal, kind="hog", stale_after_s=900)
+    heartbeat(principal=agent.principal, run_id=held.run.id, token=held.token)  # alive
     client = Client()
     client.force_login(owner.principal.user)
     found = []
@@ -138,9 +136,9 @@ def test_the_person_ends_a_run_held_alive_and_the_old_holder_is_refused(principa
     for action in ("heartbeat", "finish"):
         try:
             if action == "heartbeat":
-                services.heartbeat(principal=agent.principal, run_id=run.pk, token=held.token)
+                heartbeat(principal=agent.principal, run_id=run.pk, token=held.token)
             else:
-                services.finish_run(principal=agent.principal, run_id=run.pk, token=held.token, status="ok")
+                finish_run(principal=agent.principal, run_id=run.pk, token=held.token, status="ok")
             found.append(f"the old holder's {action} was accepted")
         except Refusal as refusal:
             if refusal.code != "run_ended" or refusal.extra.get("stale") is not True:
@@ -150,7 +148,7 @@ def test_the_person_ends_a_run_held_alive_and_the_old_holder_is_refused(principa
         found.append("the old holder changed the ended run")
     # The lock is free at once.
     try:
-        services.start_run(principal=principal_of(principals, "other_human"), kind="next")
+        start_run(principal=principal_of(principals, "other_human"), kind="next")
     except Refusal as refusal:
         found.append(f"the lock was not freed: {refusal.code}")
     # A second POST (a double click, a stale tab) changes nothing.
@@ -178,7 +176,7 @@ def test_over_mcp_the_old_holder_is_told_to_stop(principals) -> None:
 
     agent = principals["full_agent"].principal
     start = run_tool(agent, "operator_run_start", {"kind": "hog"})
-    services.end_run(principal=principal_of(principals, "owner"), run_id=start["run_id"], reason="enough")
+    end_run(principal=principal_of(principals, "owner"), run_id=start["run_id"], reason="enough")
     for tool, extra in (("operator_run_heartbeat", {}), ("operator_run_finish", {"status": "ok"})):
         answer = run_tool(agent, tool, {"run_id": start["run_id"], "token": start["token"], **extra})
         assert (answer["ok"], answer["error"], answer["stale"]) == (False, "run_ended", True), answer
@@ -189,7 +187,7 @@ def test_only_a_person_can_end_a_run_and_no_input_makes_a_5xx(
     principals, scorecard, django_user_model
 ) -> None:
     agent, owner = principals["full_agent"], principals["owner"]
-    held = services.start_run(principal=agent.principal, kind="hog")
+    held = start_run(principal=agent.principal, kind="hog")
     helper = django_user_model.objects.create_user(
         "helper", password="pw-helper-123", is_staff=True, is_superuser=True
     )
@@ -212,7 +210,7 @@ def test_only_a_person_can_end_a_run_and_no_input_makes_a_5xx(
     for principal in (agent.principal, principal_of(principals, "morning_runner")):
         attempts += 1
         try:
-            services.end_run(principal=principal, run_id=held.run.id)
+            end_run(principal=principal, run_id=held.run.id)
             found.append(f"{principal.name} ended a run")
         except Refusal as refusal:
             if refusal.code != "not_human":
@@ -240,7 +238,7 @@ def test_only_a_person_can_end_a_run_and_no_input_makes_a_5xx(
     if Run.objects.get(pk=held.run.id).status != "running":
         found.append("a refused attempt changed the run")
     # A finished run: there is nothing to end (409).
-    services.finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status="ok")
+    finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status="ok")
     attempts += 1
     if _end(client, held.run.id, "late").status_code != 409:
         found.append("ending a finished run was not refused")
@@ -291,14 +289,14 @@ def test_no_tool_lets_an_agent_end_or_steal_anothers_run(principals, scorecard) 
 
 def test_keepalive_beats_in_the_background_and_stops_when_the_run_is_ended(principals) -> None:
     agent = principals["full_agent"].principal
-    started = services.start_run(principal=agent, kind="worker", stale_after_s=30)
+    started = start_run(principal=agent, kind="worker", stale_after_s=30)
     with KeepAlive(started, agent, every_s=0.2, progress="working") as alive:
         deadline = time.monotonic() + 20
         while alive.beats < 3:
             assert time.monotonic() < deadline, "no background heartbeat"
             time.sleep(0.05)
         assert Run.objects.get(pk=started.run.id).heartbeats >= 3
-        services.end_run(principal=principal_of(principals, "owner"), run_id=started.run.id, reason="stop")
+        end_run(principal=principal_of(principals, "owner"), run_id=started.run.id, reason="stop")
         while alive.lost is None:
             assert time.monotonic() < deadline, "the keepalive did not notice the end"
             time.sleep(0.05)
@@ -326,9 +324,7 @@ def test_a_killed_executor_gives_the_lock_back_within_its_short_threshold(
     with running_brain(stall_s=120) as stalling:
         settings.BRAIN_URL = stalling.url
         with transaction.atomic():
-            intent_services.record_intent(
-                principal=agent, action=intent_services.ActionInput(type="note", title="slow note")
-            )
+            record_intent(principal=agent, action=ActionInput(type="note", title="slow note"))
         process = subprocess.Popen(
             [sys.executable, "manage.py", "operator_execute", "--stale-after", "30", "--timeout", "90"],
             cwd=ROOT,
@@ -364,14 +360,12 @@ def test_a_killed_executor_gives_the_lock_back_within_its_short_threshold(
     other = principals["other_human"].principal
     early = dead.last_heartbeat_at + timedelta(seconds=25)
     try:
-        services.start_run(principal=other, kind="too-early", now=early)
+        start_run(principal=other, kind="too-early", now=early)
         found.append("a start within the threshold took over a run that was alive then")
     except Refusal as refusal:
         if refusal.code != "already_running":
             found.append(refusal.code)
-    late = services.start_run(
-        principal=other, kind="after", now=dead.last_heartbeat_at + timedelta(seconds=31)
-    )
+    late = start_run(principal=other, kind="after", now=dead.last_heartbeat_at + timedelta(seconds=31))
     if [r.id for r in late.recovered] != [dead.id]:
         found.append("the killed worker's run was not recovered 31 s after its last heartbeat")
     if WORKER_STALE_AFTER_S > 120:

@@ -37,7 +37,7 @@ from intents.models import Decision, Intent
 from operator_site.face.door import INT_MAX
 from operator_site.models import AuditEvent, Notification
 from operator_site.notifications import revert_token
-from runs import services as runs
+from runs.lock import end_run
 from runs.models import OperatorDay, Run
 from tests.security.helpers import run_tool
 
@@ -68,7 +68,8 @@ def stored_past_the_door(name: str, arguments: dict[str, Any], who: Any) -> dict
     from beliefs import services as beliefs_services
     from goals import goal_model
     from goals import services as goals_services
-    from intents import services as intents_services
+    from intents.directives import set_directive
+    from intents.lifecycle import ActionInput, record_intent
 
     with transaction.atomic():
         if name == "operator_update_world_model":
@@ -79,7 +80,7 @@ def stored_past_the_door(name: str, arguments: dict[str, Any], who: Any) -> dict
             goals_services.update_task(principal=who, key=arguments["key"], patch=arguments["patch"])
             return {"ok": True}
         if name == "operator_set_directive":
-            intents_services.set_directive(
+            set_directive(
                 principal=who,
                 kind=arguments["kind"],
                 topic=arguments.get("topic"),
@@ -91,7 +92,7 @@ def stored_past_the_door(name: str, arguments: dict[str, Any], who: Any) -> dict
             action = dict(arguments["action"])
             if isinstance(action.get("due"), str):
                 action["due"] = datetime.fromisoformat(action["due"].replace("Z", "+00:00"))
-            intents_services.record_intent(principal=who, action=intents_services.ActionInput(**action))
+            record_intent(principal=who, action=ActionInput(**action))
             return {"ok": True}
     raise AssertionError(f"no service path for {name}")
 
@@ -317,7 +318,7 @@ def fill(principals: dict[str, Any]) -> None:
             },
         )
     ended = tool("operator_run_start", {"kind": "ended"})
-    runs.end_run(principal=person, run_id=ended["run_id"], reason=cut(HOSTILE[1], 200))
+    end_run(principal=person, run_id=ended["run_id"], reason=cut(HOSTILE[1], 200))
     Run.objects.filter(pk=ended["run_id"]).update(heartbeats=2**31 - 1)
     # Ticks: a day opened and closed, and a night closing a day in year 1 (the earliest date the door takes).
     for mode in ("morning", "check-in"):

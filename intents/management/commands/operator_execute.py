@@ -14,18 +14,14 @@ never retried, and the run finishes `cancelled`.
 from __future__ import annotations
 
 import json
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from intents.executor import DEFAULT_LIMIT, run_executor
 from operator_site.refusals import Refusal
+from runs import holding
 from runs.keepalive import WORKER_STALE_AFTER_S
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Command(BaseCommand):
@@ -49,7 +45,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["limit"] < 1:
             raise CommandError("--limit must be at least 1")
-        signal.signal(signal.SIGTERM, _interrupt)
+        holding.interrupt_on_sigterm()
         try:
             report = run_executor(
                 limit=opts["limit"],

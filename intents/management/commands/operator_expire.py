@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from intents.services import expire_pending
+from intents.lifecycle import expire_pending
 
 
 class Command(BaseCommand):

@@ -11,10 +11,11 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from operator_site import sql
 from operator_site.refusals import Refusal
-from runs import services as runs
+from runs.answers import observation_dict
 from runs.models import Observation
 
 COUNT_CAP = 1000
@@ -73,7 +74,7 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
 
 def check_date(day: date | None, now: datetime | None = None) -> date:
     """The date a read or tick is about: default today (local); never in the future."""
-    today = runs.local_date(now)
+    today = timezone.localdate(now)
     if day is None:
         return today
     if day > today:
@@ -140,7 +141,7 @@ def counted(total: int, shown: int, cap: int = COUNT_CAP) -> dict[str, Any]:
 
 def fenced_observation(observation: Observation) -> dict[str, Any]:
     """One observation for the packet: clipped, its data kept only when small, marked tainted."""
-    item = runs.observation_dict(observation)
+    item = observation_dict(observation)
     data = item.get("data")
     if data is not None:
         size = len(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"))

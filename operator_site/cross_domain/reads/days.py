@@ -26,7 +26,8 @@ from operator_site.cross_domain.reads.common import (
     scalar_figures,
 )
 from operator_site.refusals import Refusal
-from runs import services as runs
+from runs.answers import day_dict
+from runs.days import find_day
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
 
@@ -43,7 +44,7 @@ def changes_between(since: datetime, until: datetime) -> dict[str, Any]:
     """What changed in (since, until]: new intents, decisions opened and decided, task moves, new
     observations (counted, never quoted), progress, runs, logged decisions. A fixed number of
     queries, each bounded by what happened in the window (time-indexed, or narrowed to its days)."""
-    days = _days_between(runs.local_date(since), runs.local_date(until))
+    days = _days_between(timezone.localdate(since), timezone.localdate(until))
     in_window = {"created_at__gt": since, "created_at__lte": until}
     intents = Intent.objects.filter(**in_window)
     decisions = Decision.objects.filter(
@@ -136,7 +137,7 @@ def day_figures(day: date, day_row: OperatorDay | None = None) -> dict[str, Any]
     ticks. Counts only, plus the titles of the few tasks done; never observation text."""
     start, end = day_bounds(day)
     if day_row is None:
-        day_row = runs.find_day(day)
+        day_row = find_day(day)
     day_id = day_row.id if day_row else None
     created_today = {"created_at__gte": start, "created_at__lt": end}
     intents = Intent.objects.filter(**created_today)
@@ -207,7 +208,7 @@ def history(*, days: int = HISTORY_DEFAULT_DAYS, now: datetime | None = None) ->
     if not 1 <= days <= HISTORY_MAX_DAYS:
         raise Refusal("out_of_range", f"days must be between 1 and {HISTORY_MAX_DAYS}.")
     now = now or timezone.now()
-    last = runs.local_date(now)
+    last = timezone.localdate(now)
     first = last - timedelta(days=days - 1)
     lo, _ = day_bounds(first)
     _, hi = day_bounds(last)
@@ -304,7 +305,7 @@ def history(*, days: int = HISTORY_DEFAULT_DAYS, now: datetime | None = None) ->
 
     for row in day_rows.values():
         item = entry(row.date)
-        item["day"] = runs.day_dict(row) | {"summary": (row.summary or {}).get("headline")}
+        item["day"] = day_dict(row) | {"summary": (row.summary or {}).get("headline")}
     date_of = {day_id: row.date for day_id, row in day_rows.items()}
 
     def add_counts(counts: Mapping[tuple[Any, str], int], section: str, by: str, to_date: Any) -> None:

@@ -23,8 +23,8 @@ from goals.goal_model import (
 )
 from goals.models import Goal, GoalModelVersion, Priority, Project, Task
 from goals.services import task_dict
+from intents.answers import decision_dict, directive_dict, intent_dict
 from intents.models import OPEN_DECISION_STATUSES, Decision, Directive, Intent, IntentStatus
-from intents.services import decision_dict, directive_dict, intent_dict
 from operator_site import sql
 from operator_site.cross_domain.reads.common import (
     COUNT_CAP,
@@ -42,7 +42,8 @@ from operator_site.cross_domain.reads.common import (
 from operator_site.models import Notification
 from operator_site.proposals import kind_of
 from operator_site.sql import Rows
-from runs import services as runs
+from runs.answers import day_dict, progress_dict, run_status_of
+from runs.lock import last_finished_query, running_run_query
 from runs.models import Observation, OperatorDay, ProgressEntry
 
 PRIORITY_RANK = Case(
@@ -257,8 +258,8 @@ def context_packet(
         "low": Rows(_low_stakes_beliefs, (limits.low_stakes_beliefs,)),
         "progress": Rows(_recent_progress, (end, limits.progress)),
         "observations": Rows(_recent_observations, (end, limits.observations)),
-        "running_run": Rows(runs.running_run_query),
-        "last_finished_run": Rows(runs.last_finished_query),
+        "running_run": Rows(running_run_query),
+        "last_finished_run": Rows(last_finished_query),
     }
     if shown_ids:  # an empty board asks nothing more
         lists["tasks"] = Rows(_shown_tasks, (shown_ids,), fixed=False)
@@ -287,7 +288,7 @@ def context_packet(
     progress, observations = found["progress"], found["observations"]
     running = found["running_run"][0] if found["running_run"] else None
     last = found["last_finished_run"][0] if found["last_finished_run"] else None
-    run_status = runs.run_status_of(running, last, now)
+    run_status = run_status_of(running, last, now)
     by_id = {task.id: task for task in found.get("tasks", ())}
 
     shown_tasks = len(shown_ids)
@@ -307,7 +308,7 @@ def context_packet(
         "date": day,
         "generated": now,
         "time_zone": settings.OPERATOR_TIME_ZONE,
-        "day": runs.day_dict(day_row) if day_row else {"date": day, "state": "not_opened"},
+        "day": day_dict(day_row) if day_row else {"date": day, "state": "not_opened"},
         "goals": _goals_packet(goal_lists, figures),
         "tasks": {
             "by_status": {s: figures[f"tasks_{s}"] for s in Task.OPEN_STATUSES},
@@ -346,7 +347,7 @@ def context_packet(
             },
         },
         "recent_progress": {
-            "items": [clip(runs.progress_dict(p)) for p in progress],
+            "items": [clip(progress_dict(p)) for p in progress],
             **counted(figures["progress"], len(progress)),
         },
         "observations": fenced(observations, figures["observations"]),

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from goals.models import Task
 from goals.services import task_dict
+from intents.answers import decision_dict, intent_dict
 from intents.models import Decision, Intent
-from intents.services import decision_dict, intent_dict
 from operator_site.cross_domain.reads.common import (
     STATE_DEFAULT_LIMIT,
     STATE_MAX_LIMIT,
@@ -20,7 +20,7 @@ from operator_site.cross_domain.reads.common import (
 )
 from operator_site.models import AuditEvent
 from operator_site.refusals import Refusal
-from runs import services as runs
+from runs.answers import run_dict
 from runs.models import Run
 
 
@@ -73,7 +73,7 @@ def state(
         "decisions": (Decision.objects.select_related("decided_by"), decision_dict),
         "audit": (AuditEvent.objects.select_related("principal"), audit_dict),
         "intents": (Intent.objects.prefetch_related("decisions"), intent_dict),
-        "runs": (Run.objects.select_related("holder", "day", "ended_by"), lambda r: runs.run_dict(r, now)),
+        "runs": (Run.objects.select_related("holder", "day", "ended_by"), lambda r: run_dict(r, now)),
     }
     out: dict[str, Any] = {}
     for name in chosen:

@@ -11,13 +11,17 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from goals.services import log_decision
-from intents.services import ActionInput, record_intent, update_decision
+from intents.decisions import update_decision
+from intents.lifecycle import ActionInput, record_intent
 from operator_site.cross_domain import reads, ticks
 from operator_site.cross_domain.reads import operator_tz
-from runs import services
+from runs.days import open_day
+from runs.lock import finish_run, start_run
 from runs.models import Observation, ProgressEntry
+from runs.records import record_observation, record_progress
 from tests.fixtures import asgi_http, call, orm
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +40,7 @@ HISTORY_QUERIES = 14
 
 @pytest.fixture
 def noon() -> datetime:
-    return datetime.combine(services.local_date(), time(12), tzinfo=operator_tz())
+    return datetime.combine(timezone.localdate(), time(12), tzinfo=operator_tz())
 
 
 def three_days(holder: Any, noon: datetime) -> dict[str, Any]:
@@ -47,18 +51,16 @@ def three_days(holder: Any, noon: datetime) -> dict[str, Any]:
     d2, d1 = noon - timedelta(days=2), noon - timedelta(days=1)
     ticks.run_tick(principal=p, mode="morning", now=d2)
     progress = [
-        services.record_progress(
-            principal=p, summary=f"step {i}", outcome="done", now=d2 + timedelta(minutes=i)
-        )
+        record_progress(principal=p, summary=f"step {i}", outcome="done", now=d2 + timedelta(minutes=i))
         for i in range(5)
     ]
-    started = services.start_run(principal=p, kind="triage", now=d2)
-    services.finish_run(principal=p, run_id=started.run.id, token=started.token, status="ok", now=d2)
+    started = start_run(principal=p, kind="triage", now=d2)
+    finish_run(principal=p, run_id=started.run.id, token=started.token, status="ok", now=d2)
     old, _ = record_intent(
         principal=p, action=ActionInput(type="email", title="Write to Sam", recipient="sam"), now=d2
     )
     for _ in range(3):
-        services.record_observation(principal=p, kind="world", summary=MARKER, now=d2)
+        record_observation(principal=p, kind="world", summary=MARKER, now=d2)
     ticks.run_tick(principal=p, mode="night", now=d2 + timedelta(hours=10))
     update_decision(principal=p, decision_id=old.decisions.get().id, status="rejected", now=d1)
     today = [
@@ -74,7 +76,7 @@ def test_history_across_days(agent, noon) -> None:
     made = three_days(agent, noon)
     answer = reads.history(days=7, now=noon + timedelta(hours=1))
     dates = [d["date"] for d in answer["dates"]]
-    d0, d1, d2 = (services.local_date(t) for t in (noon, made["d1"], made["d2"]))
+    d0, d1, d2 = (timezone.localdate(t) for t in (noon, made["d1"], made["d2"]))
     assert dates == [d0, d1, d2]
     assert answer["quiet_dates"] == 4
     today, yesterday, before = answer["dates"]
@@ -119,9 +121,9 @@ def test_history_across_days(agent, noon) -> None:
 
 
 def test_history_follows_the_local_date(agent, settings) -> None:
-    settings.OPERATOR_TIME_ZONE = "Pacific/Auckland"
+    settings.OPERATOR_TIME_ZONE = settings.TIME_ZONE = "Pacific/Auckland"
     tz = operator_tz()
-    today = services.local_date()
+    today = timezone.localdate()
     late = datetime.combine(today - timedelta(days=1), time(23, 30), tzinfo=tz)  # 10:30 UTC or so
     early = datetime.combine(today, time(0, 30), tzinfo=tz)
     a, _ = record_intent(
@@ -150,7 +152,7 @@ def test_history_uses_a_fixed_number_of_queries(agent, noon) -> None:
     three_days(agent, noon)
     small = queries(days=7)
     # Much more: thirty days of progress and observations, forty more intents.
-    day, _ = services.open_day(principal=agent.principal, day=services.local_date(noon))
+    day, _ = open_day(principal=agent.principal, day=timezone.localdate(noon))
     ProgressEntry.objects.bulk_create(
         [
             ProgressEntry(day=day, summary="x", outcome="done", recorded_by=agent.principal)
@@ -162,7 +164,7 @@ def test_history_uses_a_fixed_number_of_queries(agent, noon) -> None:
     )
     for i in range(30):
         when = noon - timedelta(days=i)
-        services.record_progress(principal=agent.principal, summary="daily", outcome="partial", now=when)
+        record_progress(principal=agent.principal, summary="daily", outcome="partial", now=when)
         record_intent(principal=agent.principal, action=ActionInput(type="note", title=f"n{i}"), now=when)
     assert small == queries(days=7) == queries(days=90) == HISTORY_QUERIES
     answer = reads.history(days=90, now=noon + timedelta(hours=1))

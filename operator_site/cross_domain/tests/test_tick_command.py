@@ -20,7 +20,7 @@ from operator_site.cross_domain.management.commands import operator_tick as comm
 from operator_site.cross_domain.tests.test_ticks import row_counts
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from runs import services
+from runs.lock import finish_run, start_run
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 from tests.fixtures import ROOT, database_url_of_this_run
 
@@ -66,7 +66,7 @@ def test_a_repeated_night_changes_nothing_but_its_run(db) -> None:
 
 
 def test_status_takes_no_run_and_writes_nothing(agent) -> None:
-    held = services.start_run(principal=agent.principal, kind="busy")
+    held = start_run(principal=agent.principal, kind="busy")
     before = row_counts()
     answer = run_command("status")
     assert row_counts() == before
@@ -75,7 +75,7 @@ def test_status_takes_no_run_and_writes_nothing(agent) -> None:
 
 
 def test_a_held_lock_exits_75_and_does_nothing(agent) -> None:
-    held = services.start_run(principal=agent.principal, kind="inbox-triage")
+    held = start_run(principal=agent.principal, kind="inbox-triage")
     before = {k: v for k, v in row_counts().items() if k != "operator_site.Principal"}
     with pytest.raises(CommandError) as failed:
         call_command("operator_tick", "morning", stdout=StringIO())
@@ -86,7 +86,7 @@ def test_a_held_lock_exits_75_and_does_nothing(agent) -> None:
 
 
 def test_a_stale_holder_is_taken_over_by_the_tick(agent) -> None:
-    dead = services.start_run(
+    dead = start_run(
         principal=agent.principal, kind="dead", stale_after_s=30, now=timezone.now() - timedelta(minutes=5)
     )
     answer = run_command("check-in")
@@ -95,7 +95,7 @@ def test_a_stale_holder_is_taken_over_by_the_tick(agent) -> None:
 
 
 def test_a_refused_tick_finishes_its_run_as_error_and_exits_1(db) -> None:
-    tomorrow = (services.local_date() + timedelta(days=1)).isoformat()
+    tomorrow = (timezone.localdate() + timedelta(days=1)).isoformat()
     with pytest.raises(CommandError) as failed:
         call_command("operator_tick", "night", "--date", tomorrow, stdout=StringIO())
     assert failed.value.returncode == 1
@@ -105,7 +105,7 @@ def test_a_refused_tick_finishes_its_run_as_error_and_exits_1(db) -> None:
 
 
 def test_a_tick_whose_run_was_taken_over_commits_nothing(db) -> None:
-    principal = ticks.tick_principal()
+    principal = Principal.objects.service(ticks.TICK_PRINCIPAL)
     started = command.start_tick_run(principal, "check-in", 900)
     # Another host marked it stale and took the lock over before the tick's transaction began.
     Run.objects.filter(pk=started.run.id).update(
@@ -162,7 +162,7 @@ def test_exit_codes_of_the_real_command(agent) -> None:
     assert morning.returncode == 0, morning.stderr
     assert json.loads(morning.stdout)["run"]["status"] == "ok"
 
-    held = services.start_run(principal=agent.principal, kind="inbox-triage")
+    held = start_run(principal=agent.principal, kind="inbox-triage")
     locked = manage("check-in")
     assert locked.returncode == 75, (locked.returncode, locked.stderr)
     assert "another run holds the lock" in locked.stderr and f"run {held.run.id}" in locked.stderr
@@ -173,8 +173,8 @@ def test_exit_codes_of_the_real_command(agent) -> None:
     bad_date = manage("night", "--date", "yesterday")
     assert bad_date.returncode == 2, bad_date.stderr
 
-    services.finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status="ok")
-    future = manage("night", "--date", (services.local_date() + timedelta(days=2)).isoformat())
+    finish_run(principal=agent.principal, run_id=held.run.id, token=held.token, status="ok")
+    future = manage("night", "--date", (timezone.localdate() + timedelta(days=2)).isoformat())
     assert future.returncode == 1 and "date_in_future" in future.stderr, (future.returncode, future.stderr)
     night = manage("night")
     assert night.returncode == 0, night.stderr
@@ -195,7 +195,7 @@ def test_a_tick_prints_a_short_summary_by_default(db, settings) -> None:
 
 
 def test_the_status_summary_names_the_lock_holder(agent) -> None:
-    held = services.start_run(principal=agent.principal, kind="inbox-triage")
+    held = start_run(principal=agent.principal, kind="inbox-triage")
     out = StringIO()
     call_command("operator_tick", "status", stdout=out)
     text = out.getvalue()

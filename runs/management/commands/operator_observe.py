@@ -13,18 +13,14 @@ stale under it.
 from __future__ import annotations
 
 import json
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from operator_site.refusals import Refusal
+from runs import holding
 from runs.keepalive import WORKER_STALE_AFTER_S
 from runs.observe import observe
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Command(BaseCommand):
@@ -42,7 +38,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)
+        holding.interrupt_on_sigterm()
         try:
             report = observe(timeout_s=opts["timeout"], stale_after_s=opts["stale_after"])
         except Refusal as refusal:

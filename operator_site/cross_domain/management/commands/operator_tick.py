@@ -1,46 +1,29 @@
-"""`python manage.py operator_tick MODE [--date YYYY-MM-DD] [--observe]`: one tick, safe to call from
-cron or a systemd timer.
-
-`morning`, `start`, `check-in` and `night` run under a run of the single-running lock (kind
-`tick:<mode>`, held by the token-less agent principal `operator-tick`): start the run, then in ONE
-transaction send its heartbeat and run the tick — so if another run took the lock over meanwhile,
-the heartbeat is refused and the tick commits nothing (fencing) — then heartbeat again and finish
-the run `ok` (`error` if the tick was refused or failed, `cancelled` on SIGTERM or Ctrl-C).
-After a morning tick, the notices it released are delivered (`deliver_due`). `status` writes
-nothing, so it takes no run: it works while another run holds the lock.
-
-`--observe` (morning, start, check-in) also runs the observe step (`runs.observe.observe_step`:
-probes through the brain, recorded as tainted observations) under the same run, after the tick.
-Without a brain it reports `brain_not_configured` and the tick still counts as done.
-
-Prints a short summary for a person (what the tick did, the run, the notices); `--json` prints the
-tick's full answer as JSON instead (for scripts and logs that parse it).
-
-Exit status: 0 done; 75 (EX_TEMPFAIL) another run holds the lock — nothing was done, try again
-later; 1 the tick was refused (e.g. a date in the future), failed, its run went stale under it, or
-an observe probe could not be carried out; 130 interrupted; 2 bad usage.
+"""`python manage.py operator_tick MODE [--date YYYY-MM-DD] [--observe] [--json]`: one tick, safe to
+call from cron or a systemd timer. Every mode but `status` runs under its own run (`runs/holding.py`),
+the tick and the run's heartbeat in ONE transaction, so a tick whose run was taken over commits
+nothing. Exit status: 0 done; 75 another run holds the lock (try again later); 1 refused, failed or
+stale; 130 interrupted; 2 bad usage. docs/runs-and-ticks.md ("manage.py operator_tick") has it all.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from operator_site.cross_domain import ticks
-from operator_site.errors import failed_step, log_failure, short_reason
+from operator_site.errors import failed_step, log_failure
 from operator_site.face.envelope import to_json
 from operator_site.mail import delivery_summary
 from operator_site.models import Principal
 from operator_site.notifications import deliver_due
 from operator_site.refusals import Refusal
-from runs import services
+from runs import holding, ticks
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
+from runs.lock import StartedRun, heartbeat
 from runs.models import MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
 
 logger = logging.getLogger("operator.ticks")
@@ -49,7 +32,6 @@ T = TypeVar("T")
 EXIT_LOCK_HELD = 75  # EX_TEMPFAIL (sysexits.h): a temporary condition, try again later
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
-MAX_SUMMARY = services.MAX_RUN_SUMMARY_CHARS
 
 
 def tick_summary(answer: dict[str, Any]) -> str:
@@ -112,10 +94,6 @@ def step(name: str, failed: list[dict[str, Any]], fn: Callable[[], T]) -> T | No
         return None
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _date(text: str) -> datetime.date:
     try:
         return datetime.date.fromisoformat(text)
@@ -123,16 +101,15 @@ def _date(text: str) -> datetime.date:
         raise ValueError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def start_tick_run(principal: Principal, mode: str, stale_after_s: int) -> services.StartedRun:
+def start_tick_run(principal: Principal, mode: str, stale_after_s: int) -> StartedRun:
     """Start the tick's run, or raise CommandError(75) naming the run that holds the lock."""
     try:
-        with transaction.atomic():
-            return services.start_run(
-                principal=principal,
-                kind=f"tick:{mode}",
-                stale_after_s=stale_after_s,
-                note=f"manage.py operator_tick {mode}",
-            )
+        return holding.start(
+            principal,
+            kind=f"tick:{mode}",
+            stale_after_s=stale_after_s,
+            note=f"manage.py operator_tick {mode}",
+        )
     except Refusal as refusal:
         if refusal.code == "already_running":
             held = refusal.extra.get("running", {})
@@ -149,30 +126,15 @@ def start_tick_run(principal: Principal, mode: str, stale_after_s: int) -> servi
 
 
 def fenced_tick(
-    started: services.StartedRun, principal: Principal, mode: str, day: datetime.date | None
+    started: StartedRun, principal: Principal, mode: str, day: datetime.date | None
 ) -> dict[str, Any]:
     """The tick and its run's heartbeat in ONE transaction: a run taken over meanwhile (heartbeat
     refused, `run_stale`) rolls the tick back, so a replaced holder commits nothing."""
     with transaction.atomic():
-        services.heartbeat(
+        heartbeat(
             principal=principal, run_id=started.run.id, token=started.token, progress=f"tick {mode}: running"
         )
         return ticks.run_tick(principal=principal, mode=mode, day=day, run=started.run)
-
-
-def finish(started: services.StartedRun, principal: Principal, status: str, summary: str) -> str:
-    """Finish the run; returns its final status ('stale' if it was taken over meanwhile)."""
-    try:
-        with transaction.atomic():
-            return services.finish_run(
-                principal=principal,
-                run_id=started.run.id,
-                token=started.token,
-                status=status,
-                summary=summary[:MAX_SUMMARY],
-            ).status
-    except Refusal:
-        return "stale"
 
 
 class Command(BaseCommand):
@@ -203,7 +165,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)
+        holding.interrupt_on_sigterm()
         mode, day = opts["mode"], opts["date"]
         if mode == "status":
             try:
@@ -215,7 +177,7 @@ class Command(BaseCommand):
         if opts["observe"] and mode == "night":
             raise CommandError("--observe goes with morning, start or check-in, not night", returncode=2)
         with transaction.atomic():
-            principal = ticks.tick_principal()
+            principal = Principal.objects.service(ticks.TICK_PRINCIPAL)
         started = start_tick_run(principal, mode, opts["stale_after"])
         # A background heartbeat keeps the run fresh while the tick works (a long delivery or observe
         # step included), so the threshold can be short: a killed tick gives the lock back soon.
@@ -231,7 +193,7 @@ class Command(BaseCommand):
 
     def tick_then_finish(
         self,
-        started: services.StartedRun,
+        started: StartedRun,
         principal: Principal,
         mode: str,
         day: datetime.date | None,
@@ -249,18 +211,14 @@ class Command(BaseCommand):
             final = (
                 "stale"
                 if taken_over
-                else finish(started, principal, "error", f"{refusal.code}: {refusal.reason}")
+                else holding.finish(started, principal, "error", f"{refusal.code}: {refusal.reason}")
             )
             answer.update(ok=False, error=refusal.code, reason=refusal.reason)
             answer["run"] = {"status": final, "summary": refusal.reason}
             return answer
         except BaseException as exc:
-            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-            why = (
-                type(exc).__name__ if interrupted else short_reason(exc, log_failure(logger, f"tick {mode}"))
-            )
-            finish(started, principal, "cancelled" if interrupted else "error", why)
-            if interrupted:
+            holding.finish_crashed(started, principal, exc, logger=logger, what=f"tick {mode}")
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
             raise
         summary = answer["tick"].get("headline") or f"{mode} tick done"
@@ -292,7 +250,7 @@ class Command(BaseCommand):
                 status = "error"
                 summary += "; failed: " + ", ".join(f"{f['step']} ({f['reason']})" for f in failed)
             with transaction.atomic():
-                services.heartbeat(
+                heartbeat(
                     principal=principal,
                     run_id=started.run.id,
                     token=started.token,
@@ -303,18 +261,14 @@ class Command(BaseCommand):
             answer["run"] = {"status": "stale", "summary": refusal.reason}
             return answer
         except BaseException as exc:
-            interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-            why = (
-                type(exc).__name__ if interrupted else short_reason(exc, log_failure(logger, f"tick {mode}"))
-            )
-            finish(started, principal, "cancelled" if interrupted else "error", why)
-            if interrupted:
+            holding.finish_crashed(started, principal, exc, logger=logger, what=f"tick {mode}")
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise CommandError(f"operator_tick {mode}: interrupted", returncode=EXIT_INTERRUPTED) from exc
             raise
-        final = finish(started, principal, status, summary)
+        final = holding.finish(started, principal, status, summary)
         answer["ok"] = final == "ok"
         answer["run"] = {"status": final, "summary": summary}
         return answer
 
 
-__all__ = ["Command", "fenced_tick", "finish", "start_tick_run"]
+__all__ = ["Command", "fenced_tick", "start_tick_run"]

@@ -1,8 +1,8 @@
-"""The intents app's rules: directives, and the intent path (record, lifecycle, decisions, expiry).
+"""The intent path: record (stamped by the gate), move through the lifecycle, expire, read.
 
-Plain functions taking the acting principal explicitly. They run inside the caller's transaction
-(the MCP dispatcher opens one per call; the admin wraps its actions in one), so a refusal raised
-here leaves nothing written.
+Approval is not here: it is the human-only library function in `intents/approval.py`, which no
+tool imports (intents/tests/test_architecture.py holds every tools module and the MCP face to that).
+docs/gate.md describes the gate, the intent row and its key, and the lifecycle.
 """
 
 from __future__ import annotations
@@ -11,24 +11,22 @@ import hashlib
 import hmac
 import json
 import logging
-import math
-import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from intents.answers import APPROVAL_AFFORDANCES
+from intents.directives import normalise_topic
 from intents.gate import Action, GateResult, Verdict, evaluate, normalise_type
 from intents.models import (
     OPEN_DECISION_STATUSES,
     Decision,
     DecisionStatus,
-    Directive,
     Intent,
     IntentEvent,
     IntentStatus,
@@ -38,145 +36,9 @@ from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
 from operator_site.refusals import Refusal
-from operator_site.sql import create_row, in_force, insert_unless_conflict
+from operator_site.sql import create_row, insert_unless_conflict
 
 logger = logging.getLogger("operator.intents")
-
-MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
-DEFAULT_DIRECTIVE_MINUTES = 60
-
-
-def normalise_topic(topic: str | None) -> str:
-    return " ".join((topic or "").split()).lower()
-
-
-def set_directive(
-    *,
-    principal: Principal,
-    kind: str,
-    topic: str | None,
-    minutes: int,
-    reason: str | None,
-    now: datetime | None = None,
-) -> tuple[Directive, list[int]]:
-    """Put a directive in force for `minutes`. A newer directive of the same kind and topic
-    replaces the one in force (the latest instruction wins); returns the new row and the ids it
-    superseded."""
-    if kind not in Directive.Kind.values:
-        raise Refusal("invalid_kind", f"Unknown directive kind {kind!r}; use quiet, topic_mute or focus.")
-    topic_norm = normalise_topic(topic)
-    if kind in Directive.TOPIC_KINDS and not topic_norm:
-        raise Refusal("topic_required", f"A {kind} directive needs a topic.")
-    if kind == Directive.Kind.QUIET and topic_norm:
-        raise Refusal("topic_not_allowed", "A quiet directive holds everything; it takes no topic.")
-    if not 1 <= minutes <= MAX_DIRECTIVE_MINUTES:
-        raise Refusal("minutes_out_of_range", f"minutes must be between 1 and {MAX_DIRECTIVE_MINUTES}.")
-    now = now or timezone.now()
-    in_force = Directive.objects.active(now).filter(kind=kind, topic=topic_norm)
-    superseded = list(in_force.values_list("id", flat=True))
-    in_force.update(cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.SUPERSEDED)
-    directive = Directive.objects.create(
-        kind=kind,
-        topic=topic_norm,
-        reason=(reason or "").strip(),
-        set_by=principal,
-        actor=principal.name,
-        created_at=now,
-        expires_at=now + timedelta(minutes=minutes),
-    )
-    return directive, superseded
-
-
-def clear_directives(
-    *,
-    principal: Principal,
-    directive_id: int | None = None,
-    kind: str | None = None,
-    everything: bool = False,
-    now: datetime | None = None,
-) -> list[Directive]:
-    """Lift one directive (by id), every directive of one kind, or all of them."""
-    if sum((directive_id is not None, kind is not None, everything)) != 1:
-        raise Refusal("one_selector_required", "Give exactly one of id, kind, or all: true.")
-    now = now or timezone.now()
-    targets = Directive.objects.active(now)
-    if directive_id is not None:
-        targets = targets.filter(id=directive_id)
-        if not targets.exists():
-            raise Refusal(
-                "not_found", f"No directive {directive_id} is in force (unknown, expired or cleared)."
-            )
-    elif kind is not None:
-        targets = targets.filter(kind=kind)
-    cleared = list(targets.order_by("expires_at", "id"))
-    Directive.objects.filter(id__in=[d.id for d in cleared], cleared_at__isnull=True).update(
-        cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.CLEARED
-    )
-    for directive in cleared:
-        directive.cleared_at, directive.cleared_by, directive.clear_reason = now, principal, "cleared"
-    return cleared
-
-
-def active_directives(now: datetime | None = None) -> list[Directive]:
-    """In force now, soonest expiry first.
-
-    Read on every list call and (later) on every delivery decision; as a raw query it costs a fifth
-    of the ORM's compiled one. `Directive.objects.active()` is the same rule for other callers.
-    """
-    return in_force(Directive, now or timezone.now())
-
-
-def is_about(directive_topic: str, *texts: str) -> bool:
-    """A notice is about a topic when the topic's words appear, whole, in its topic or title."""
-    topic = normalise_topic(directive_topic)
-    if not topic:
-        return False
-    text = " ".join(normalise_topic(t) for t in texts if t)
-    return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
-
-
-def hold_reason(*, topic: str, title: str, now: datetime | None = None) -> str | None:
-    """Why the directives in force hold a (non-safety) notice about `topic`/`title`, or None.
-
-    `quiet` holds everything; `topic_mute` holds notices about its topic; `focus` holds notices
-    about anything else (several focus directives: on-topic for any of them passes).
-    """
-    directives = active_directives(now)
-    focus_topics = []
-    for directive in directives:
-        if directive.kind == Directive.Kind.QUIET:
-            return f"quiet until {directive.expires_at:%Y-%m-%d %H:%M} UTC"
-        if directive.kind == Directive.Kind.TOPIC_MUTE and is_about(directive.topic, topic, title):
-            return f"topic {directive.topic!r} is muted"
-        if directive.kind == Directive.Kind.FOCUS:
-            focus_topics.append(directive.topic)
-    if focus_topics and not any(is_about(f, topic, title) for f in focus_topics):
-        return f"focus on {', '.join(repr(f) for f in focus_topics)}"
-    return None
-
-
-def directive_dict(directive: Directive, now: datetime | None = None) -> dict[str, Any]:
-    now = now or timezone.now()
-    seconds_left = (directive.expires_at - now).total_seconds()
-    return {
-        "id": directive.id,
-        "kind": directive.kind,
-        "topic": directive.topic or None,
-        "reason": directive.reason or None,
-        "set_by": directive.actor,
-        "created": directive.created_at,
-        "expires": directive.expires_at,
-        "minutes_left": max(0, math.ceil(seconds_left / 60)),
-        "cleared": directive.cleared_at,
-    }
-
-
-# =================================================================================================
-# The intent path (seed §4.5): record, transition, decide (never approve), expire, read.
-# Approval is NOT here: it is the human-only library function in `intents/approval.py`, which no
-# tool imports (an architecture test holds every tools module and the MCP face to that).
-# =================================================================================================
-APPROVAL_AFFORDANCES = ("accept", "edit", "respond", "ignore")
 
 STATUS_BY_VERDICT = {
     Verdict.ALLOW: IntentStatus.QUEUED,
@@ -206,13 +68,6 @@ NOT_A_LIFECYCLE_REJECT = (
     "withdraw your own request, move the intent to cancelled."
 )
 
-# What `operator_update_decision` may set, from where.
-DECISION_TOOL_MOVES: dict[str, frozenset[str]] = {
-    "pending": frozenset({"pending", "parked", "rejected"}),
-    "parked": frozenset({"parked", "pending", "rejected"}),
-}
-DECISION_TOOL_TARGETS = frozenset({"pending", "parked", "rejected"})
-
 
 @dataclass(frozen=True)
 class ActionInput:
@@ -231,23 +86,14 @@ class ActionInput:
     reason: str | None = None
 
 
-def operator_tz() -> ZoneInfo:
-    return ZoneInfo(settings.OPERATOR_TIME_ZONE)
-
-
 def local_text(when: datetime, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
     """`when` written in the operator's zone — or in UTC when it cannot be written there: an instant
     at the very edge of the calendar (stored before the door refused such values, or under another
     OPERATOR_TIME_ZONE) must not stop a page, a notice or a worker that shows it."""
     try:
-        return when.astimezone(operator_tz()).strftime(fmt)
+        return timezone.localtime(when).strftime(fmt)
     except (OverflowError, ValueError):
         return when.astimezone(UTC).strftime(fmt)
-
-
-def local_day(now: datetime) -> date:
-    """The person's calendar day at `now` (OPERATOR_TIME_ZONE): the scope of intent de-duplication."""
-    return timezone.localdate(now, timezone=operator_tz())
 
 
 def _escape(field: str) -> str:
@@ -257,7 +103,8 @@ def _escape(field: str) -> str:
 def idempotency_key(
     action_type: str, title: str, recipient: str | None, amount_cents: int | None, body: str | None
 ) -> str:
-    """First 32 hex of sha1 over `type|title|recipient|amount|body` (seed §4.5).
+    """First 32 hex of sha1 over `type|title|recipient|amount|body` (docs/gate.md, "The intent row
+    and its key").
 
     `\\` and `|` inside a field are escaped, so the joined text can be split back into exactly one
     tuple of fields: two different intents never share a key. The amount is integer cents (absent:
@@ -388,7 +235,7 @@ def _clean_action(action: ActionInput, principal: Principal) -> ActionInput:
         )
     due = action.due
     if due is not None and timezone.is_naive(due):
-        due = timezone.make_aware(due, operator_tz())
+        due = timezone.make_aware(due)
     return ActionInput(
         type=action_type,
         title=title,
@@ -416,7 +263,7 @@ def record_intent(
     now = now or timezone.now()
     action = _clean_action(action, principal)
     key = idempotency_key(action.type, action.title, action.recipient, action.amount_cents, action.body)
-    day = local_day(now)
+    day = timezone.localdate(now)
     # No look-up first: the unique (key, day) constraint decides, and only a duplicate reads the
     # existing row (one query fewer for every new intent).
 
@@ -667,82 +514,6 @@ def transition_intent(
     return intent, was
 
 
-@transaction.atomic
-def update_decision(
-    *,
-    principal: Principal,
-    decision_id: int,
-    status: str,
-    note: str | None = None,
-    now: datetime | None = None,
-) -> tuple[Decision, bool]:
-    """`operator_update_decision`: to pending, parked or rejected; never approved. Returns (decision,
-    changed). Rejecting a decision about an intent rejects the intent (conditionally)."""
-    now = now or timezone.now()
-    if status == DecisionStatus.APPROVED:
-        raise Refusal("approval_is_human", APPROVAL_IS_HUMAN)
-    if status not in DECISION_TOOL_TARGETS:
-        raise Refusal(
-            "invalid_status",
-            f"{status!r} is not a status this tool sets; use pending, parked or rejected.",
-        )
-    decision = Decision.objects.filter(id=decision_id).first()
-    if decision is None:
-        raise Refusal("not_found", f"There is no decision {decision_id}.")
-    if decision.intent_id is not None:
-        # Lock order on the intent path: the intent's row first, then its decision's (as every
-        # other writer does), then read the decision again as it is now.
-        Intent.objects.select_for_update().filter(id=decision.intent_id).first()
-        decision = Decision.objects.select_related("intent").get(id=decision_id)
-    legal = DECISION_TOOL_MOVES.get(decision.status)
-    if legal is None:
-        raise Refusal(
-            "decision_closed",
-            f"Decision {decision.id} is {decision.status}; a closed decision never moves again.",
-            status=decision.status,
-        )
-    if status == decision.status:
-        return decision, False
-    intent = decision.intent
-    if (
-        status == DecisionStatus.REJECTED
-        and intent is not None
-        and intent.status != IntentStatus.PENDING_APPROVAL
-    ):
-        raise Refusal(
-            "intent_not_pending",
-            f"Intent {intent.id} is {intent.status}, not pending approval: it cannot be rejected.",
-            status=intent.status,
-        )
-    note = (note or "").strip()
-    fields: dict[str, Any] = {"status": status, "updated_at": now}
-    if note:
-        fields["note"] = note
-    if status == DecisionStatus.REJECTED:
-        fields.update(decided_by=principal, decided_at=now, decided_via="mcp")
-    if not Decision.objects.filter(id=decision.id, status=decision.status).update(**fields):
-        raise Refusal(
-            "conflict",
-            f"Decision {decision.id} changed while this call ran; nothing was changed. Re-read it first.",
-        )
-    if intent is not None:
-        if status == DecisionStatus.REJECTED:
-            move_intent(intent, IntentStatus.REJECTED, by=principal, via="mcp", note=note, now=now)
-        else:
-            log_event(
-                intent,
-                f"decision_{status}",
-                by=principal,
-                via="mcp",
-                from_status=decision.status,
-                to_status=status,
-                note=note,
-                now=now,
-            )
-    decision.refresh_from_db()
-    return decision, True
-
-
 def expire_pending(now: datetime | None = None) -> list[int]:
     """Mark every pending approval past its expiry `expired` (its decision too). Returns their ids.
 
@@ -769,7 +540,6 @@ def expire_pending(now: datetime | None = None) -> list[int]:
     return expired
 
 
-# --- reads, for the tools and for other apps (context packet, state, history) ----------------------
 def pending_approvals(limit: int = 50) -> list[Intent]:
     """Intents awaiting the person, oldest first (what the context packet shows)."""
     return list(
@@ -777,95 +547,3 @@ def pending_approvals(limit: int = 50) -> list[Intent]:
         .prefetch_related("decisions")  # intent_dict() reads the decision: no query per intent
         .order_by("created_at", "id")[:limit]
     )
-
-
-def open_decisions(limit: int = 50) -> list[Decision]:
-    """Questions still open (pending, then parked), oldest first."""
-    return list(
-        Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
-        .select_related("intent")
-        .order_by("-status", "created_at", "id")[:limit]
-    )
-
-
-def _first_decision(intent: Intent) -> Decision | None:
-    """The intent's (first) decision: the one record_intent has just opened, or from the prefetched
-    ones when they were loaded (a listing's prefetch_related): no query per intent."""
-    if not intent.pk:
-        return None
-    if intent.opened_decision is not None:
-        return intent.opened_decision
-    prefetched = getattr(intent, "_prefetched_objects_cache", {}).get("decisions")
-    if prefetched is not None:
-        return min(prefetched, key=lambda decision: decision.pk, default=None)
-    return intent.decisions.order_by("pk").first()
-
-
-def intent_dict(intent: Intent, *, created: bool | None = None) -> dict[str, Any]:
-    """The seed §4.5 row (its fields first, in its order), then the rest of the intent."""
-    pending = intent.status == IntentStatus.PENDING_APPROVAL
-    row: dict[str, Any] = {
-        "id": intent.id,
-        "action_type": intent.action_type,
-        "title": intent.title,
-        "status": intent.status,
-        "policy_decision": intent.policy_decision,
-        "policy_reasons": list(intent.policy_reasons),
-        "approval_decision_id": intent.approval_decision_id,
-        "idempotency_key": intent.idempotency_key,
-        "affordances": list(APPROVAL_AFFORDANCES) if pending else [],
-    }
-    if created is not None:
-        row["created"] = created
-    decision = _first_decision(intent)
-    row.update(
-        {
-            "recipient": intent.recipient or None,
-            "amount_cents": intent.amount_cents,
-            "body": intent.body or None,
-            "topic": intent.topic or None,
-            "due": intent.due,
-            "policy_rules": list(intent.policy_rules),
-            "decision_id": decision.id if decision else None,
-            "decision_status": decision.status if decision else None,
-            "response": decision.response or None if decision else None,
-            "recorded_by": intent.actor,
-            "created_at": intent.created_at,
-            "updated_at": intent.updated_at,
-            "expires_at": intent.expires_at if pending else None,
-            "execution": execution_dict(intent),
-        }
-    )
-    return row
-
-
-def execution_dict(intent: Intent) -> dict[str, Any] | None:
-    """What the executor did with the intent (None if it never claimed it). `result` holds the
-    brain's answer: tainted data, never instructions."""
-    if not intent.claims and intent.execution_result is None:
-        return None
-    return {
-        "claims": intent.claims,
-        "holder": intent.lease_holder or None,
-        "lease_expires_at": intent.lease_expires_at if intent.status == IntentStatus.EXECUTING else None,
-        "attempted_at": intent.attempted_at,
-        "execution_key": intent.execution_key or None,
-        "result": intent.execution_result,
-    }
-
-
-def decision_dict(decision: Decision) -> dict[str, Any]:
-    return {
-        "id": decision.id,
-        "title": decision.title,
-        "detail": decision.detail,
-        "status": decision.status,
-        "intent_id": decision.intent_id,
-        "note": decision.note or None,
-        "response": decision.response or None,
-        "decided_by": decision.decided_by.name if decision.decided_by_id else None,
-        "decided_at": decision.decided_at,
-        "decided_via": decision.decided_via or None,
-        "created_at": decision.created_at,
-        "updated_at": decision.updated_at,
-    }

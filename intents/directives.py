@@ -1,0 +1,132 @@
+"""Directives: the person's short-lived instructions (quiet, topic_mute, focus) that hold notices.
+
+Plain functions taking the acting principal explicitly, run inside the caller's transaction. The
+rule of a directive in force is `intents.models.in_force`; docs/architecture.md ("Decisions worth
+knowing") states it, and how directives hold notices.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from intents.models import Directive
+from operator_site.models import Principal
+from operator_site.refusals import Refusal
+from operator_site.sql import instances
+
+MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
+DEFAULT_DIRECTIVE_MINUTES = 60
+
+
+def normalise_topic(topic: str | None) -> str:
+    return " ".join((topic or "").split()).lower()
+
+
+def set_directive(
+    *,
+    principal: Principal,
+    kind: str,
+    topic: str | None,
+    minutes: int,
+    reason: str | None,
+    now: datetime | None = None,
+) -> tuple[Directive, list[int]]:
+    """Put a directive in force for `minutes`. A newer directive of the same kind and topic
+    replaces the one in force (the latest instruction wins); returns the new row and the ids it
+    superseded."""
+    if kind not in Directive.Kind.values:
+        raise Refusal("invalid_kind", f"Unknown directive kind {kind!r}; use quiet, topic_mute or focus.")
+    topic_norm = normalise_topic(topic)
+    if kind in Directive.TOPIC_KINDS and not topic_norm:
+        raise Refusal("topic_required", f"A {kind} directive needs a topic.")
+    if kind == Directive.Kind.QUIET and topic_norm:
+        raise Refusal("topic_not_allowed", "A quiet directive holds everything; it takes no topic.")
+    if not 1 <= minutes <= MAX_DIRECTIVE_MINUTES:
+        raise Refusal("minutes_out_of_range", f"minutes must be between 1 and {MAX_DIRECTIVE_MINUTES}.")
+    now = now or timezone.now()
+    in_force = Directive.objects.active(now).filter(kind=kind, topic=topic_norm)
+    superseded = list(in_force.values_list("id", flat=True))
+    in_force.update(cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.SUPERSEDED)
+    directive = Directive.objects.create(
+        kind=kind,
+        topic=topic_norm,
+        reason=(reason or "").strip(),
+        set_by=principal,
+        actor=principal.name,
+        created_at=now,
+        expires_at=now + timedelta(minutes=minutes),
+    )
+    return directive, superseded
+
+
+def clear_directives(
+    *,
+    principal: Principal,
+    directive_id: int | None = None,
+    kind: str | None = None,
+    everything: bool = False,
+    now: datetime | None = None,
+) -> list[Directive]:
+    """Lift one directive (by id), every directive of one kind, or all of them."""
+    if sum((directive_id is not None, kind is not None, everything)) != 1:
+        raise Refusal("one_selector_required", "Give exactly one of id, kind, or all: true.")
+    now = now or timezone.now()
+    targets = Directive.objects.active(now)
+    if directive_id is not None:
+        targets = targets.filter(id=directive_id)
+        if not targets.exists():
+            raise Refusal(
+                "not_found", f"No directive {directive_id} is in force (unknown, expired or cleared)."
+            )
+    elif kind is not None:
+        targets = targets.filter(kind=kind)
+    cleared = list(targets.order_by("expires_at", "id"))
+    Directive.objects.filter(id__in=[d.id for d in cleared], cleared_at__isnull=True).update(
+        cleared_at=now, cleared_by=principal, clear_reason=Directive.ClearReason.CLEARED
+    )
+    for directive in cleared:
+        directive.cleared_at, directive.cleared_by, directive.clear_reason = now, principal, "cleared"
+    return cleared
+
+
+def _in_force(now: datetime) -> QuerySet[Directive]:
+    return Directive.objects.active(now).order_by("expires_at", "id")
+
+
+def active_directives(now: datetime | None = None) -> list[Directive]:
+    """In force now, soonest expiry first. Read on every list call and every delivery decision, so it
+    runs the ORM's rule compiled once per connection (`sql.instances`)."""
+    return instances(_in_force, now=now or timezone.now())
+
+
+def is_about(directive_topic: str, *texts: str) -> bool:
+    """A notice is about a topic when the topic's words appear, whole, in its topic or title."""
+    topic = normalise_topic(directive_topic)
+    if not topic:
+        return False
+    text = " ".join(normalise_topic(t) for t in texts if t)
+    return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
+
+
+def hold_reason(*, topic: str, title: str, now: datetime | None = None) -> str | None:
+    """Why the directives in force hold a (non-safety) notice about `topic`/`title`, or None.
+
+    `quiet` holds everything; `topic_mute` holds notices about its topic; `focus` holds notices
+    about anything else (several focus directives: on-topic for any of them passes).
+    """
+    directives = active_directives(now)
+    focus_topics = []
+    for directive in directives:
+        if directive.kind == Directive.Kind.QUIET:
+            return f"quiet until {directive.expires_at:%Y-%m-%d %H:%M} UTC"
+        if directive.kind == Directive.Kind.TOPIC_MUTE and is_about(directive.topic, topic, title):
+            return f"topic {directive.topic!r} is muted"
+        if directive.kind == Directive.Kind.FOCUS:
+            focus_topics.append(directive.topic)
+    if focus_topics and not any(is_about(f, topic, title) for f in focus_topics):
+        return f"focus on {', '.join(repr(f) for f in focus_topics)}"
+    return None
