@@ -3,13 +3,15 @@
 Seed §4.2: approval is "a named decision recorded in the source, with a note instructing future
 approval channels to call the library function directly rather than add a tool here." This module
 is that library function. It is called by human channels only — the admin approval queue
-(`intents/admin.py`) and the human API (`intents/api.py`, Django session + CSRF) — and by nothing
+(`intents/admin.py`) and the human API (`intents/api.py`: a Django session with CSRF, or a human
+principal's bearer token) — and by nothing
 an agent can reach: no MCP tool and no module of the MCP face imports it, and
 `intents/tests/test_architecture.py` fails the build if one ever does.
 
 Every function here:
 
-- requires a person: an active staff login linked to an active human principal (a staff login
+- requires a person: an active staff login linked to an active human principal, or a human
+  principal itself (the human API's bearer token; an agent's principal is refused; a staff login
   without one may look at the queue, never decide);
 - acts only on an intent still `pending_approval`, with a conditional update ("only if still
   pending, only if the payload is still the one the person saw"), so a double click, a second tab
@@ -22,7 +24,8 @@ The four affordances offered to the person (seed §4.5): accept → `approve_int
 `edit_and_approve` (the edited payload is re-stamped by the gate, gets a new idempotency key, and is
 what gets approved); respond → `respond_to_intent` (a human-authored reply recorded on the
 decision; the intent stays pending); ignore → `ignore_intent` (the decision is parked; the intent
-stays pending until it expires). `reject_intent` says no.
+stays pending until it expires). `reject_intent` says no. After an Accept, `withdraw_intent`
+takes it back while the executor has not claimed it yet.
 """
 
 from __future__ import annotations
@@ -57,7 +60,17 @@ MAX_RESPONSE_CHARS = 5000
 
 
 def human_principal_of(user: Any) -> Principal:
-    """The active human principal behind an active staff login; refuses anything else."""
+    """The active human principal behind an active staff login — or a human principal itself (the
+    human API's bearer token, `intents/api.py`), read again now; refuses anything else, an agent's
+    principal first of all."""
+    if isinstance(user, Principal):
+        fresh = Principal.objects.filter(pk=user.pk).first()
+        if fresh is None or not fresh.is_human or not fresh.active:
+            raise Refusal(
+                "not_human",
+                "Only a person decides on an intent: this token is not an active human principal's.",
+            )
+        return fresh
     if (
         user is None
         or not getattr(user, "is_authenticated", False)
@@ -403,6 +416,75 @@ def reject_intent(
         raise _conflict(fresh)
     return services.move_intent(
         fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now
+    )
+
+
+WITHDRAWABLE = (IntentStatus.APPROVED, IntentStatus.QUEUED)
+
+
+@transaction.atomic
+def withdraw_intent(
+    intent: Intent | int, *, by: Any, via: str, note: str = "", now: datetime | None = None
+) -> Intent:
+    """Withdraw: the person takes back an approved intent (or one the gate queued) before the executor
+    claims it. It becomes `cancelled` (terminal), its approval decision `withdrawn`, and the history
+    records who withdrew it, when and through which channel.
+
+    Refused cleanly — `already_claimed` — once the executor has claimed it: from `executing` on, the
+    brain may already be acting, and only the executor finishes it. The move is one conditional
+    update on the status read ("only if still approved"); the executor's claim is a compare-and-set on
+    the same column, so of a withdrawal and a claim racing, exactly one wins and the other is told so.
+    """
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    note = note.strip()
+    intent_id = intent.pk if isinstance(intent, Intent) else intent
+    fresh = Intent.objects.filter(id=intent_id).first()
+    if fresh is None:
+        raise Refusal("not_found", f"There is no intent {intent_id}.")
+    was = fresh.status
+    if was not in WITHDRAWABLE:
+        raise _not_withdrawable(fresh.id, was)
+    # The conditional update: only if still in the status read (see the docstring).
+    if not Intent.objects.filter(id=fresh.id, status=was).update(
+        status=IntentStatus.CANCELLED, updated_at=now
+    ):
+        current = Intent.objects.filter(id=fresh.id).values_list("status", flat=True).first()
+        raise _not_withdrawable(fresh.id, current or "gone")
+    if fresh.approval_decision_id is not None:
+        Decision.objects.filter(id=fresh.approval_decision_id, status=DecisionStatus.APPROVED).update(
+            status=DecisionStatus.WITHDRAWN,
+            note=note or "withdrawn by the person before it was carried out",
+            updated_at=now,
+        )
+    services.log_event(
+        fresh,
+        "withdrawn",
+        by=principal,
+        via=via,
+        from_status=was,
+        to_status=IntentStatus.CANCELLED,
+        note=note,
+        now=now,
+    )
+    fresh.refresh_from_db()
+    return fresh
+
+
+def _not_withdrawable(intent_id: int, status: str) -> Refusal:
+    if status == IntentStatus.EXECUTING:
+        return Refusal(
+            "already_claimed",
+            f"Intent {intent_id} was already claimed by the executor (it is executing): it can no longer be "
+            "withdrawn. Nothing was changed; its outcome will show on the intent.",
+            status=status,
+        )
+    return Refusal(
+        "not_withdrawable",
+        f"Intent {intent_id} is {status}: only an approved intent the executor has not claimed yet can be "
+        "withdrawn. Nothing was changed.",
+        status=status,
     )
 
 
