@@ -53,7 +53,9 @@ class HumanBearer(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Principal | None:
         principal, rate = authenticate_and_admit(token)
         if principal is None or not principal.is_human:
-            return None
+            # A caller that chose a bearer token is answered about that token (not passed on to the
+            # session check, whose CSRF refusal would only confuse it).
+            raise HttpError(401, "This bearer token is not an active person's: agents never reach approval.")
         if rate is not None and not rate.allowed:
             raise HttpError(429, f"Too many requests with this token; retry in {rate.retry_after_s} s.")
         return principal
