@@ -3,8 +3,9 @@
 
 A staff human logs in, approves one intent (accept), edits and approves another, responds to a
 third, parks a fourth, then opens a notice's one-tap revert link and reverts; each outcome is
-checked in the database. Screenshots of the dashboard, the approval page and a diff page are saved
-(under docs/screenshots/, shown in the README, with OPERATOR_WRITE_SCREENSHOTS=1).
+checked in the database. The review pages are then walked at phone (390 px) and desktop width, and
+their screenshots saved (under docs/screenshots/, shown in the README, with
+OPERATOR_WRITE_SCREENSHOTS=1).
 
 Without Chromium or Playwright these tests are skipped with that reason, except under
 OPERATOR_REQUIRE_BROWSER=1 (CI, which installs Chromium), where a missing browser is a failure.
@@ -161,7 +162,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     assert re.search(r"Intents awaiting your approval\s*4", review.inner_text())
     assert "Annual plan renewal" in review.inner_text()
     assert re.search(r"High-stakes notices not yet acknowledged\s*1", review.inner_text())
-    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
 
     page.goto(f"{url}/admin/intents/intent/{made['accept'].pk}/decide/")
     shown = page.inner_text("#content-main")
@@ -169,7 +169,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     assert "Spending money, paid subscriptions, purchases, and paid vendor commitments" in shown
     for button in ("Accept", "Edit", "Respond", "Ignore"):
         assert page.locator(f"input[type=submit][value={button}]").count() == 1
-    page.screenshot(path=str(SCREENSHOTS / "approval.png"), full_page=True)
 
     _decide(page, url, made["accept"].pk, "Accept")
     _decide(page, url, made["edit"].pk, "Edit", {"#id_body": "Yes, Tuesday at 10 works."})
@@ -201,7 +200,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     page.goto(link)
     diff = page.inner_text("#content-main")
     assert "Ian Example" in diff
-    page.screenshot(path=str(SCREENSHOTS / "revert-diff.png"), full_page=True)
     page.click("input[type=submit][value='Revert this change']")
     page.wait_for_load_state("load")
     # undoing the add restores the pre-image: no such belief
