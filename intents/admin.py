@@ -22,7 +22,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from intents import approval, executor, proposal_page, services
+from intents import approval, proposal_page, services
 from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
@@ -295,7 +295,7 @@ class IntentAdmin(ReadOnlyAdmin):
             "can_decide": pending and human_principal(request) is not None,
             "is_human": human_principal(request) is not None,
             # What Accept leads to — or, once approved, what is about to happen (intents/executor.py).
-            "follow_through": executor.follow_through(intent.action_type),
+            "follow_through": follow_through(intent.action_type),
             "withdrawable": intent.status in approval.WITHDRAWABLE,
             "error": error,
             # A proposed change to the person's model: its diff, computed now (see proposal_page).
@@ -304,12 +304,21 @@ class IntentAdmin(ReadOnlyAdmin):
         return render(request, "intents/decide.html", context, status=status)
 
 
+def follow_through(action_type: str) -> dict[str, Any]:
+    """`intents.executor.follow_through`, imported when a page needs it: the admin is imported by
+    every process (Django's admin autodiscovery), and the ticks and reads must not load the
+    executor or the brain client (runs/tests/test_ticks.py)."""
+    from intents.executor import follow_through as said
+
+    return said(action_type)
+
+
 def _done_message(affordance: str, intent: Intent) -> str:
     """The confirmation after a decision. After an approval it says plainly what happens next — which
     handler carries it out, or that nothing will (no handler, or no brain configured)."""
     if affordance in {"accept", "edit"} and intent.status == IntentStatus.EXECUTED:
         return f"Approved intent #{intent.pk}: the change is applied ({_result_note(intent)})."
-    after = executor.follow_through(intent.action_type)["text"]
+    after = follow_through(intent.action_type)["text"]
     return {
         "accept": f"Approved intent #{intent.pk}. {after}",
         "edit": f"Edited and approved intent #{intent.pk}. {after}",

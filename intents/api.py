@@ -26,7 +26,7 @@ from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 from ninja.security import HttpBearer, SessionAuthIsStaff
 
-from intents import approval, executor, services
+from intents import approval, services
 from intents.models import Intent
 from operator_site.face.envelope import Refusal
 from operator_site.face.ratelimit import authenticate_and_admit
@@ -92,13 +92,15 @@ class WithdrawIn(Schema):
 
 
 def _with_seen(intent: Intent) -> dict[str, Any]:
+    from intents.executor import follow_through  # late: see intents.admin.follow_through
+
     decision = intent.decisions.first()
     return {
         **services.intent_dict(intent),
         "seen": intent.payload_digest,
         "decision": services.decision_dict(decision) if decision else None,
         # What Accept leads to (which handler carries it out, or that nothing will): see executor.
-        "follow_through": executor.follow_through(intent.action_type),
+        "follow_through": follow_through(intent.action_type),
     }
 
 
