@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from intents import approval, proposal_page
 from intents.directives import clear_directives
 from intents.lifecycle import format_amount, local_text
+from intents.handlers import follow_through
 from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus, in_force
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
@@ -179,17 +180,49 @@ class IntentAdmin(ReadOnlyAdmin):
 
     @admin.display(description="decide")
     def decide(self, obj: Intent) -> str:
-        if obj.status != IntentStatus.PENDING_APPROVAL:
+        if obj.status == IntentStatus.PENDING_APPROVAL:
+            label = "decide…"
+        elif obj.status in approval.WITHDRAWABLE:
+            label = "withdraw…"
+        else:
             return "—"
-        return format_html('<a href="{}">decide…</a>', reverse("admin:intents_intent_decide", args=[obj.pk]))
+        url = reverse("admin:intents_intent_decide", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, label)
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.decide_view)
         return [
             path("<int:intent_id>/decide/", view, name="intents_intent_decide"),
             path("<int:intent_id>/decide/<str:affordance>/", view, name="intents_intent_decide_one"),
+            path(
+                "<int:intent_id>/withdraw/",
+                self.admin_site.admin_view(self.withdraw_view),
+                name="intents_intent_withdraw",
+            ),
             *super().get_urls(),
         ]
+
+    def withdraw_view(self, request: HttpRequest, intent_id: int) -> HttpResponse:
+        """POST: take back an approved intent the executor has not claimed yet (one click, CSRF)."""
+        if request.method != "POST":
+            return HttpResponse(status=405, headers={"Allow": "POST"})
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        intent = Intent.objects.filter(pk=intent_id).first()
+        if intent is None:
+            raise Http404("no such intent")
+        form = _DecideForm(request.POST)
+        note = form.cleaned_data["note"] if form.is_valid() else ""
+        try:
+            withdrawn = approval.withdraw_intent(intent.pk, by=request.user, via="admin", note=note)
+        except Refusal as refusal:
+            status = 403 if refusal.code == "not_human" else 409
+            intent.refresh_from_db()
+            return self._page(request, intent, None, refusal.reason, status=status)
+        messages.success(
+            request, f"Withdrew intent #{withdrawn.pk}: it is cancelled and will not be carried out."
+        )
+        return redirect(reverse("admin:intents_intent_change", args=[withdrawn.pk]))
 
     def decide_view(
         self, request: HttpRequest, intent_id: int, affordance: str | None = None
@@ -269,6 +302,9 @@ class IntentAdmin(ReadOnlyAdmin):
             "pending": pending,
             "can_decide": pending and human_principal(request) is not None,
             "is_human": human_principal(request) is not None,
+            # What Accept leads to — or, once approved, what is about to happen (intents/executor.py).
+            "follow_through": follow_through(intent.action_type),
+            "withdrawable": intent.status in approval.WITHDRAWABLE,
             "error": error,
             # A proposed change to the person's model: its diff, computed now (see proposal_page).
             "proposal": proposal_page.proposal_context(intent) if pending else None,
@@ -277,13 +313,25 @@ class IntentAdmin(ReadOnlyAdmin):
 
 
 def _done_message(affordance: str, intent: Intent) -> str:
+    """The confirmation after a decision. After an approval it says plainly what happens next — which
+    handler carries it out, or that nothing will (no handler, or no brain configured)."""
+    if affordance in {"accept", "edit"} and intent.status == IntentStatus.EXECUTED:
+        return f"Approved intent #{intent.pk}: the change is applied ({_result_note(intent)})."
+    after = follow_through(intent.action_type)["text"]
     return {
-        "accept": f"Approved intent #{intent.pk}.",
-        "edit": f"Edited and approved intent #{intent.pk}.",
+        "accept": f"Approved intent #{intent.pk}. {after}",
+        "edit": f"Edited and approved intent #{intent.pk}. {after}",
         "respond": f"Your response to intent #{intent.pk} is recorded; it stays pending.",
         "ignore": f"Parked the question about intent #{intent.pk}; it stays pending until it expires.",
         "reject": f"Rejected intent #{intent.pk}.",
     }[affordance]
+
+
+def _result_note(intent: Intent) -> str:
+    result = intent.execution_result if isinstance(intent.execution_result, dict) else {}
+    if result.get("version"):
+        return f"version {result['version']} of the {result.get('model', 'model')}"
+    return "done"
 
 
 @admin.register(Decision)

@@ -1,10 +1,12 @@
 """The withheld power: approval, and the person's other answers to an intent.
 
 The library function human channels call — the admin approval queue (`intents/admin.py`) and the
-human API (`intents/api.py`) — and nothing an agent can reach: no tool and no module of the MCP face
-imports it (`intents/tests/test_architecture.py`). Each function requires a person, acts only on an
-intent still pending with the payload the person saw, records who decided, and runs in one
-transaction. docs/gate.md ("Approval: the withheld power") has the four affordances and the rule.
+human API (`intents/api.py`: a session with CSRF, or a human principal's bearer token) — and nothing
+an agent can reach: no tool and no module of the MCP face imports it
+(`intents/tests/test_architecture.py`). Each function requires a person, acts only on an intent
+still pending with the payload the person saw (or, to withdraw, still approved and unclaimed),
+records who decided, and runs in one transaction. docs/gate.md ("Approval: the withheld power") has
+the affordances and the rule.
 """
 
 from __future__ import annotations
@@ -39,7 +41,17 @@ MAX_RESPONSE_CHARS = 5000
 
 
 def human_principal_of(user: Any) -> Principal:
-    """The active human principal behind an active staff login; refuses anything else."""
+    """The active human principal behind an active staff login — or a human principal itself (the
+    human API's bearer token, `intents/api.py`), read again now; refuses anything else, an agent's
+    principal first of all."""
+    if isinstance(user, Principal):
+        fresh = Principal.objects.filter(pk=user.pk).first()
+        if fresh is None or not fresh.is_human or not fresh.active:
+            raise Refusal(
+                "not_human",
+                "Only a person decides on an intent: this token is not an active human principal's.",
+            )
+        return fresh
     if (
         user is None
         or not getattr(user, "is_authenticated", False)
@@ -384,6 +396,75 @@ def reject_intent(
     ):
         raise _conflict(fresh)
     return move_intent(fresh, IntentStatus.REJECTED, by=principal, via=via, note=note.strip(), now=now)
+
+
+WITHDRAWABLE = (IntentStatus.APPROVED, IntentStatus.QUEUED)
+
+
+@transaction.atomic
+def withdraw_intent(
+    intent: Intent | int, *, by: Any, via: str, note: str = "", now: datetime | None = None
+) -> Intent:
+    """Withdraw: the person takes back an approved intent (or one the gate queued) before the executor
+    claims it. It becomes `cancelled` (terminal), its approval decision `withdrawn`, and the history
+    records who withdrew it, when and through which channel.
+
+    Refused cleanly — `already_claimed` — once the executor has claimed it: from `executing` on, the
+    brain may already be acting, and only the executor finishes it. The move is one conditional
+    update on the status read ("only if still approved"); the executor's claim is a compare-and-set on
+    the same column, so of a withdrawal and a claim racing, exactly one wins and the other is told so.
+    """
+    principal = human_principal_of(by)
+    via = _channel(via)
+    now = now or timezone.now()
+    note = note.strip()
+    intent_id = intent.pk if isinstance(intent, Intent) else intent
+    fresh = Intent.objects.filter(id=intent_id).first()
+    if fresh is None:
+        raise Refusal("not_found", f"There is no intent {intent_id}.")
+    was = fresh.status
+    if was not in WITHDRAWABLE:
+        raise _not_withdrawable(fresh.id, was)
+    # The conditional update: only if still in the status read (see the docstring).
+    if not Intent.objects.filter(id=fresh.id, status=was).update(
+        status=IntentStatus.CANCELLED, updated_at=now
+    ):
+        current = Intent.objects.filter(id=fresh.id).values_list("status", flat=True).first()
+        raise _not_withdrawable(fresh.id, current or "gone")
+    if fresh.approval_decision_id is not None:
+        Decision.objects.filter(id=fresh.approval_decision_id, status=DecisionStatus.APPROVED).update(
+            status=DecisionStatus.WITHDRAWN,
+            note=note or "withdrawn by the person before it was carried out",
+            updated_at=now,
+        )
+    log_event(
+        fresh,
+        "withdrawn",
+        by=principal,
+        via=via,
+        from_status=was,
+        to_status=IntentStatus.CANCELLED,
+        note=note,
+        now=now,
+    )
+    fresh.refresh_from_db()
+    return fresh
+
+
+def _not_withdrawable(intent_id: int, status: str) -> Refusal:
+    if status == IntentStatus.EXECUTING:
+        return Refusal(
+            "already_claimed",
+            f"Intent {intent_id} was already claimed by the executor (it is executing): it can no longer be "
+            "withdrawn. Nothing was changed; its outcome will show on the intent.",
+            status=status,
+        )
+    return Refusal(
+        "not_withdrawable",
+        f"Intent {intent_id} is {status}: only an approved intent the executor has not claimed yet can be "
+        "withdrawn. Nothing was changed.",
+        status=status,
+    )
 
 
 def decide(

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
+from intents.gate import PROPOSAL_TYPES
 from intents.lifecycle import local_text
 from intents.models import Intent
 from operator_site.powers import EXECUTOR_TOOLS
@@ -122,3 +124,48 @@ assert {h.tool for h in HANDLERS.values()} <= EXECUTOR_TOOLS, "a handler outside
 
 def handler_for(action_type: str) -> Handler | None:
     return HANDLERS.get(action_type)
+
+
+def follow_through(action_type: str) -> dict[str, Any]:
+    """What happens after the person accepts an intent of this type, in words for the approval page,
+    the Accept confirmation and the human API: which handler carries it out, or that nothing will.
+
+    `runs` is True only when accepting leads to something being done: a proposal is applied at
+    Accept; a type with a handler is carried out by the executor — if a brain is configured. Without
+    `BRAIN_URL` the executor claims nothing (the approved intent waits, and can be withdrawn); a
+    type with no handler is failed `no_handler` by the executor (nothing is ever sent or spent)."""
+    if action_type in PROPOSAL_TYPES:
+        return {
+            "runs": True,
+            "handler": "proposal",
+            "tool": None,
+            "text": "Accepting applies this change to your model at once, as a new version whose evidence "
+            "is your approval (the executor is not involved).",
+        }
+    handler = handler_for(action_type)
+    does = handler.does.replace("`", "") if handler is not None else ""
+    if handler is None:
+        return {
+            "runs": False,
+            "handler": None,
+            "tool": None,
+            "text": f"Nothing will carry this out: the executor has no handler for {action_type!r} intents "
+            "(the brain offers no tool that does it). Accepting records your approval only; the "
+            "executor will then mark it failed (no_handler) — nothing is sent, spent or published.",
+        }
+    if not settings.BRAIN_URL:
+        return {
+            "runs": False,
+            "handler": handler.tool,
+            "tool": handler.tool,
+            "text": "Nothing will carry this out until a brain is configured (BRAIN_URL is empty): an "
+            "accepted intent waits as approved, and you can withdraw it. With a brain, the executor "
+            f"would carry it out with one call to the brain's {handler.tool} tool ({does}).",
+        }
+    return {
+        "runs": True,
+        "handler": handler.tool,
+        "tool": handler.tool,
+        "text": f"The executor carries it out on its next pass, with one call to the brain's {handler.tool} "
+        f"tool ({does}). Until it claims it, you can withdraw it.",
+    }

@@ -9,17 +9,20 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponseRedirect, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
 from django.utils.html import format_html
 
 from operator_site.face import door
 from operator_site.face.auth import revoke
 from operator_site.models import AuditEvent, Notification, Principal
-from operator_site.notifications import acknowledge, revert_url
+from operator_site.notifications import acknowledge, revert_handler, revert_token, revert_url
 
 
 def _last_int(query: QueryDict, name: str, default: int) -> int:
@@ -143,6 +146,11 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(ReadOnlyAdmin):
+    """Notices to the person. A notice's page is a review page, not a database row: what changed
+    (before → after), who changed it, the evidence it relied on, and two one-click buttons — Undo
+    (the one-tap revert, posted straight from this page) and Looks right (acknowledge). The raw
+    delivery fields are folded away at the bottom (`templates/operator/notice.html`)."""
+
     list_display = ("created_at", "kind", "title", "safety", "state", "acknowledged_at", "revert")
     list_filter = (
         "safety",
@@ -173,3 +181,100 @@ class NotificationAdmin(ReadOnlyAdmin):
             return
         done = sum(acknowledge(n, by=principal) for n in queryset)
         messages.success(request, f"Acknowledged {done} notice(s).")
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path(
+                "<int:notice_id>/acknowledge/",
+                self.admin_site.admin_view(self.acknowledge_view),
+                name="operator_site_notification_acknowledge",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        """The review page of one notice (GET only: every action on it is its own POST)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        if request.method != "GET":
+            return HttpResponse(status=405, headers={"Allow": "GET"})
+        notice_id = unquote(object_id)
+        if not (notice_id.isascii() and notice_id.isdigit() and 0 < int(notice_id) <= door.INT_MAX):
+            raise Http404("no such notice")
+        notice = (
+            Notification.objects.select_related("acknowledged_by", "revert_used_by")
+            .filter(pk=int(notice_id))
+            .first()
+        )
+        if notice is None:
+            raise Http404("no such notice")
+        return render(request, "operator/notice.html", self.notice_context(request, notice))
+
+    def notice_context(self, request: HttpRequest, notice: Notification) -> dict[str, Any]:
+        from operator_site.views import human_principal
+
+        handler = revert_handler(notice.subject_kind) if notice.subject_kind else None
+        review = None
+        undo_blocked = ""
+        if handler is not None and notice.subject_id is not None:
+            review_of = getattr(handler, "review", None)
+            review = review_of(notice.subject_id) if review_of else None
+            if notice.revertible:
+                undo_blocked = handler.describe(notice.subject_id).get("error") or ""
+        principal = human_principal(request)
+        return {
+            **self.admin_site.each_context(request),
+            "title": f"Notice #{notice.pk}",
+            "opts": self.model._meta,
+            "notice": notice,
+            "review": review,
+            "intent_link": _intent_link(notice),
+            "undo_path": (
+                reverse("revert-link", kwargs={"token": revert_token(notice)})
+                if notice.revertible and handler is not None and not undo_blocked
+                else None
+            ),
+            "undo_blocked": undo_blocked,
+            "is_human": principal is not None,
+        }
+
+    def acknowledge_view(self, request: HttpRequest, notice_id: int) -> HttpResponse:
+        """POST: "Looks right" — the person acknowledges one notice (one click, CSRF-checked by the
+        admin). Only a staff login linked to an active human principal may; acknowledging twice says
+        who did it first and changes nothing."""
+        from operator_site.views import human_principal
+
+        if request.method != "POST":
+            return HttpResponse(status=405, headers={"Allow": "POST"})
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        notice = Notification.objects.filter(pk=notice_id).first() if notice_id <= door.INT_MAX else None
+        if notice is None:
+            raise Http404("no such notice")
+        principal = human_principal(request)
+        if principal is None:
+            context = self.notice_context(request, notice)
+            context["error"] = (
+                "Only a person on the human allowlist can acknowledge a notice (this login is not linked "
+                "to one); nothing was changed."
+            )
+            return render(request, "operator/notice.html", context, status=403)
+        if acknowledge(notice, by=principal):
+            messages.success(request, f"Notice #{notice.pk} acknowledged: it looks right.")
+        else:
+            notice.refresh_from_db()
+            who = notice.acknowledged_by.name if notice.acknowledged_by else "someone"
+            messages.info(request, f"Notice #{notice.pk} was already acknowledged (by {who}).")
+        return redirect(reverse("admin:index"))
+
+
+def _intent_link(notice: Notification) -> str | None:
+    """A notice about an intent (an approval request, a blocked intent) links to that intent."""
+    key = notice.dedupe_key or ""
+    prefix, _, number = key.partition(":")
+    if prefix not in {"intent", "intent-blocked"} or not number.isdigit() or int(number) > door.INT_MAX:
+        return None
+    name = "admin:intents_intent_decide" if prefix == "intent" else "admin:intents_intent_change"
+    return reverse(name, args=[int(number)])

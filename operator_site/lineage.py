@@ -528,6 +528,10 @@ def notify_version(
     if confirmation:
         body += ["", *confirmation.notice_lines()]
     body += ["", closing]
+    # The person's own write (an undo or restore from the admin or the one-tap link, a change made
+    # with their token, an accepted proposal) is acknowledged by the act itself, in this transaction:
+    # it is still delivered, but it never waits in "Needs you" for them to acknowledge what they did.
+    principal = version.principal
     notice, _ = notify(
         kind=kind,
         title=f"{lineage.label[:1].upper()}{lineage.label[1:]} v{version.number}: {version.summary}",
@@ -536,5 +540,28 @@ def notify_version(
         safety=safety,
         subject_kind=scope,
         subject_id=version.number,
+        acknowledged_by=principal if principal.is_human and principal.active else None,
     )
     return notice
+
+
+def evidence_sentence(version: VersionRecord) -> str:
+    """The evidence a version relied on, as one sentence for a person (the notice page): the
+    person's words it quoted, or the approval that accepted it, or why it needed none."""
+    evidence = version.evidence if isinstance(version.evidence, dict) else {}
+    approval = evidence.get("approval")
+    if isinstance(approval, dict):
+        proposer = f" from {approval.get('proposed_by')}" if approval.get("proposed_by") else ""
+        return (
+            f"{approval.get('by', 'The person')} accepted proposal #{approval.get('intent')}{proposer} "
+            f"(decision #{approval.get('decision')}) via {approval.get('via', 'the console')}."
+        )
+    if evidence.get("span"):
+        return (
+            f"“{evidence['span']}” — said by {evidence.get('recorded_by', 'the person')} "
+            f"(instruction #{evidence.get('instruction')}, "
+            f"{str(evidence.get('recorded_at', ''))[:16].replace('T', ' ')} UTC)."
+        )
+    if version.operation != Operation.CHANGE:
+        return f"{version.actor} asked for this {version.get_operation_display()}: a revert needs no quote."
+    return "No quote was needed: it touched nothing high-stakes."

@@ -20,6 +20,7 @@ from operator_site.lineage import (
     Operation,
     Plan,
     VersionRecord,
+    evidence_sentence,
 )
 from operator_site.models import Notification, Principal
 from operator_site.refusals import Refusal
@@ -246,6 +247,25 @@ class LineageRevertHandler:
 
     def describe(self, subject_id: int) -> dict[str, Any]:
         return self.reverter.describe_undo(subject_id)
+
+    def review(self, subject_id: int) -> dict[str, Any] | None:
+        """For the notice page: what the version did (before → after rows), who did it and when, and
+        the evidence it relied on as one sentence; None if there is no such version."""
+        lineage = self.reverter.lineage
+        version = lineage.version_model.objects.filter(number=subject_id).select_related("principal").first()
+        if version is None:
+            return None
+        return {
+            "version": version.number,
+            "operation": version.operation,
+            "summary": version.summary,
+            "who": version.actor,
+            "who_is_person": version.principal.is_human,
+            "at": version.created_at,
+            "changes": self.reverter.version_rows(version),
+            "evidence": evidence_sentence(version),
+            "label": lineage.label,
+        }
 
     def revert(self, subject_id: int, *, by: Principal) -> str:
         result = self.reverter.undo(number=subject_id, principal=by)

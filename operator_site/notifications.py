@@ -104,6 +104,7 @@ def notify(
     subject_id: int | None = None,
     dedupe_key: str | None = None,
     source: Principal | None = None,
+    acknowledged_by: Principal | None = None,
 ) -> tuple[Notification, bool]:
     """Record a notice in the current transaction; returns (notice, created).
 
@@ -111,7 +112,13 @@ def notify(
     caused it, where a per-source backstop applies (an agent's blocked intents). With a `dedupe_key`,
     at most one notice exists per key, also under concurrent calls: the second caller gets the first
     one's row and `created=False`.
+
+    `acknowledged_by` (a human principal): the notice reports that person's own action (their undo,
+    restore or change), so the action itself acknowledges it — it is still delivered (a stolen
+    session or token is how the person would learn of it), but it does not wait in "Needs you".
     """
+    if acknowledged_by is not None and not acknowledged_by.is_human:
+        raise ValueError("only a person acknowledges a notice")
     values = {
         "kind": kind,
         "title": title[:300],
@@ -121,6 +128,8 @@ def notify(
         "subject_kind": subject_kind,
         "subject_id": subject_id,
         "source_id": source.pk if source is not None else None,
+        "acknowledged_by_id": acknowledged_by.pk if acknowledged_by is not None else None,
+        "acknowledged_at": timezone.now() if acknowledged_by is not None else None,
     }
     if dedupe_key is not None:
         # No look-up first: the unique key decides (a new notice, the common case, costs one

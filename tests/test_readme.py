@@ -74,3 +74,16 @@ async def test_the_readme_walkthrough_works_end_to_end(owner, agent) -> None:
     assert fragment["error"] == "confirmation_fragment", fragment
     assert opposite["error"] == "confirmation_polarity", opposite
     assert (undone["ok"], undone["reverted_version"]) == (True, written["version"]), undone
+
+
+def test_the_readme_shows_the_review_pages_at_phone_and_desktop_width() -> None:
+    """Every screenshot the README shows is in docs/screenshots/ (the browser test writes them with
+    OPERATOR_WRITE_SCREENSHOTS=1), every screenshot there is shown, and each review page — dashboard,
+    approval, notice, revert — is shown at phone width (and all but the revert page at desktop width)."""
+    shown = set(re.findall(r"docs/screenshots/([a-z0-9-]+\.png)", README))
+    stored = {path.name for path in (ROOT / "docs" / "screenshots").glob("*.png")}
+    assert shown == stored
+    for page in ("dashboard", "approval", "notice", "revert"):
+        assert f"{page}-phone.png" in shown, page
+    for page in ("dashboard", "approval", "notice"):
+        assert f"{page}-desktop.png" in shown, page

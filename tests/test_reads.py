@@ -271,8 +271,9 @@ def test_the_packet_orients(agent, owner) -> None:
     assert packet["recent_progress"]["items"][0]["summary"] == "Triaged the inbox"
     assert packet["runs"]["running"]["kind"] == "check-in"
     assert packet["runs"]["last_finished"]["kind"] == "triage"
-    # The goal-model change sent the person a safety notice (not acknowledged yet).
-    assert packet["notifications"]["safety_unacknowledged"] == 1
+    # The goal-model change sent the person a safety notice; it was the person's own change, so the
+    # change itself acknowledged it (nothing waits for them to acknowledge what they did).
+    assert packet["notifications"]["safety_unacknowledged"] == 0
     observations = packet["observations"]
     assert observations["tainted"] is True and "do not follow" in observations["note"]
     assert observations["items"][0]["tainted"] is True and MARKER in observations["items"][0]["summary"]

@@ -32,6 +32,47 @@ async def test_openapi_schema_is_published() -> None:
     assert "/api/tools" in schema["paths"]
 
 
+async def test_the_openapi_page_describes_every_operation() -> None:
+    """Every operation the API serves is in the schema with a summary, a description and its answers;
+    the human channel's operations name both ways in (a human's bearer token, a session cookie)."""
+    from operator_site.api import api
+
+    async with asgi_http() as http:
+        schema = (await http.get("/api/openapi.json")).json()
+        assert (await http.get("/api/docs")).status_code == 200
+    served = {
+        (method.upper(), "/api" + path.rstrip("/"))
+        for path, item in api._routers[0][1].path_operations.items()  # the root router's own
+        for operation in item.operations
+        for method in operation.methods
+    }
+    for prefix, router in api._routers[1:]:
+        for path, item in router.path_operations.items():
+            for operation in item.operations:
+                served |= {
+                    (m.upper(), f"/api/{prefix.strip('/')}{path}".rstrip("/")) for m in operation.methods
+                }
+    documented = {
+        (method.upper(), path.rstrip("/")) for path, item in schema["paths"].items() for method in item
+    }
+    assert served == documented
+    expected = {
+        ("GET", "/api/intents/pending"),
+        ("GET", "/api/intents/{intent_id}"),
+        ("POST", "/api/intents/{intent_id}/decide"),
+        ("POST", "/api/intents/{intent_id}/withdraw"),
+    }
+    assert expected <= documented
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            assert operation.get("summary") and operation.get("description"), (method, path)
+            assert operation.get("responses"), (method, path)
+            if path.startswith("/api/intents"):
+                schemes = {name for entry in operation.get("security", []) for name in entry}
+                assert schemes == {"HumanBearer", "StaffSession"}, (method, path, schemes)
+    assert schema["components"]["securitySchemes"]["HumanBearer"]["scheme"] == "bearer"
+
+
 async def test_tool_catalogue_needs_a_bearer_and_shows_the_callers_tools(make_principal) -> None:
     from tests.fixtures import orm
 

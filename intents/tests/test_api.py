@@ -1,5 +1,6 @@
-"""The human API channel: POST /api/intents/{id}/decide (Django session + CSRF, staff linked to a human
-principal only). Tokens never reach it."""
+"""The human API channel: /api/intents/... — a Django session (+ CSRF) of a staff login linked to a
+human principal, or a human principal's bearer token (no CSRF: a browser never sends one by itself).
+Agents' tokens never reach it."""
 
 from __future__ import annotations
 
@@ -129,24 +130,115 @@ def test_no_csrf_token_no_decision(person, pending) -> None:
     assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
 
 
-def test_a_bearer_token_never_reaches_approval(agent, owner, pending) -> None:
-    """An agent's token — and even the owner's MCP token — is not a session: 401, nothing decided."""
-    for holder in (agent, owner):
-        client = Client()
+def test_an_agent_token_never_reaches_approval(agent, make_principal, pending) -> None:
+    """An agent's token — even one whose allowlist names every tool — is not the person: 401 on every
+    operation, nothing decided, nothing withdrawn."""
+    everything = make_principal("all-tools", kind="agent", tools=None)
+    for holder in (agent, everything):
+        client = Client(enforce_csrf_checks=True)
+        auth = {"Authorization": f"Bearer {holder.token}"}
         response = client.post(
             f"/api/intents/{pending.pk}/decide",
             data=json.dumps({"decision": "accept", "seen": pending.payload_digest}),
             content_type="application/json",
-            headers={"Authorization": f"Bearer {holder.token}"},
+            headers=auth,
         )
         assert response.status_code == 401
+        assert client.get("/api/intents/pending", headers=auth).status_code == 401
+        assert client.get(f"/api/intents/{pending.pk}", headers=auth).status_code == 401
         assert (
-            client.get(
-                "/api/intents/pending", headers={"Authorization": f"Bearer {holder.token}"}
+            client.post(
+                f"/api/intents/{pending.pk}/withdraw",
+                data="{}",
+                content_type="application/json",
+                headers=auth,
             ).status_code
             == 401
         )
     assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
+
+
+def bearer(holder: Any, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+    """A script's request: a bearer token, no cookie, no CSRF token."""
+    client = Client(enforce_csrf_checks=True)
+    auth = {"Authorization": f"Bearer {holder.token}"}
+    if method == "GET":
+        return client.get(path, headers=auth)
+    return client.post(path, data=json.dumps(payload or {}), content_type="application/json", headers=auth)
+
+
+def bearer_accept(holder: Any, intent_id: int, seen: str) -> Any:
+    return bearer(holder, "POST", f"/api/intents/{intent_id}/decide", {"decision": "accept", "seen": seen})
+
+
+def test_a_human_token_decides_without_a_session_or_csrf(owner, pending) -> None:
+    """The person's own script or phone shortcut: the human principal's bearer token lists, shows and
+    accepts — recorded as that principal's decision, via the API."""
+    queue = bearer(owner, "GET", "/api/intents/pending")
+    assert queue.status_code == 200 and [row["id"] for row in queue.json()] == [pending.pk]
+    seen = bearer(owner, "GET", f"/api/intents/{pending.pk}").json()["seen"]
+    response = bearer_accept(owner, pending.pk, seen)
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "approved"
+    assert "brain" in response.json()["follow_through"]["text"]  # no brain here: it says nothing runs
+    decision = Decision.objects.select_related("decided_by").get(intent=pending)
+    assert (decision.decided_by.name, decision.decided_via) == ("owner", "api")
+
+
+def test_a_revoked_or_unknown_human_token_is_401(owner, pending) -> None:
+    from operator_site.face.auth import revoke
+
+    revoke(owner.principal)
+    seen = pending.payload_digest
+    response = bearer_accept(owner, pending.pk, seen)
+    assert response.status_code == 401
+    unknown = {"Authorization": "Bearer opk_nope-" + "x" * 30}
+    assert Client().get("/api/intents/pending", headers=unknown).status_code == 401
+    assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
+
+
+def test_an_agent_token_next_to_a_session_is_refused(agent, person, pending) -> None:
+    """A caller that presents a bearer token is judged by that token: an agent's bearer header next to
+    the person's session cookie is refused (401), it does not borrow the session."""
+    client, _ = person
+    response = client.post(
+        f"/api/intents/{pending.pk}/decide",
+        data=json.dumps({"decision": "accept", "seen": pending.payload_digest}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {agent.token}"},
+    )
+    assert response.status_code == 401
+    assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
+
+
+def test_a_session_without_csrf_is_refused(person, pending) -> None:
+    """CSRF applies to cookie sessions: the person's session cookie without the CSRF token is 403."""
+    client, _ = person
+    response = decide(client, pending.pk, None, decision="accept", seen=pending.payload_digest)
+    assert response.status_code == 403
+    withdraw = client.post(f"/api/intents/{pending.pk}/withdraw", data="{}", content_type="application/json")
+    assert withdraw.status_code == 403
+    assert Intent.objects.get(pk=pending.pk).status == "pending_approval"
+
+
+def test_withdraw_through_the_api(owner, pending) -> None:
+    seen = pending.payload_digest
+    assert bearer_accept(owner, pending.pk, seen).status_code == 200
+    response = bearer(owner, "POST", f"/api/intents/{pending.pk}/withdraw", {"note": "changed my mind"})
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "cancelled"
+    again = bearer(owner, "POST", f"/api/intents/{pending.pk}/withdraw", {})
+    assert again.status_code == 409 and again.json()["error"] == "not_withdrawable"
+    assert bearer(owner, "POST", "/api/intents/424242/withdraw", {}).status_code == 404
+
+
+def test_withdraw_after_the_executor_claimed_is_409(owner, pending) -> None:
+    seen = pending.payload_digest
+    assert bearer_accept(owner, pending.pk, seen).status_code == 200
+    Intent.objects.filter(pk=pending.pk).update(status="executing", lease_token="t", lease_holder="executor")
+    response = bearer(owner, "POST", f"/api/intents/{pending.pk}/withdraw", {})
+    assert response.status_code == 409 and response.json()["error"] == "already_claimed"
+    assert Intent.objects.get(pk=pending.pk).status == "executing"
 
 
 def test_a_staff_login_without_a_human_principal_is_403(helper, pending) -> None:

@@ -5,8 +5,12 @@
 - `GET /api/tools`: the tool catalogue the bearer's principal may call (the same list `tools/list`
   gives over MCP).
 
-- `/api/intents/...`: the human approval channel (`intents/api.py`; Django session + CSRF, staff
-  linked to a human principal only).
+- `/api/intents/...`: the human approval channel (`intents/api.py`): a human principal's bearer
+  token, or the Django session (with CSRF) of a staff login linked to a human principal. Agents'
+  tokens are refused.
+
+Every operation carries a summary and a description in the OpenAPI schema (`/api/docs` renders it;
+tests/test_site.py checks none is missing).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from operator_site.face.auth import authenticate
 from operator_site.models import Principal
 
 api = NinjaAPI(title="The operator", version=__version__, urls_namespace="api")
-# The human approval channel (Django session + CSRF, staff linked to a human principal only).
+# The human approval channel (a human's bearer token, or a staff session + CSRF; never an agent).
 api.add_router("/intents", intents_router)
 
 
@@ -64,7 +68,15 @@ class ToolInfo(Schema):
     input_schema: dict[str, Any]
 
 
-@api.get("/tools", response=list[ToolInfo], auth=BearerPrincipal(), summary="The caller's tool catalogue")
+@api.get(
+    "/tools",
+    response=list[ToolInfo],
+    auth=BearerPrincipal(),
+    summary="The caller's tool catalogue",
+    description="The tools the bearer token's principal may call (its allowlist), each with its class "
+    "and input schema: the same list `tools/list` gives over MCP. Any active principal's token; 401 "
+    "without one.",
+)
 def tools(request: HttpRequest) -> list[dict[str, Any]]:
     principal: Principal = request.auth  # type: ignore[attr-defined]
     return [

@@ -1,9 +1,10 @@
 """The admin index as a review dashboard: what needs the person, and where things stand.
 
 A fixed handful of small queries, whatever the size of the history: intents awaiting approval
-(count and the oldest), safety notices not delivered in time (a banner), safety notices not yet
-acknowledged, the latest world-model and goal-model
-changes, the current run, and today's operator day.
+(count and the oldest), safety notices not delivered in time (a banner, and a row), safety notices
+not yet acknowledged, intents the gate blocked (an agent that tried to send a password never
+reaches the approval queue: this is where the person sees it tried), the latest world-model and
+goal-model changes, the current run, and today's operator day.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def _undelivered(now: Any) -> dict[str, Any]:
     }
 
 
+BLOCKED_DAYS = 7  # how far back the dashboard lists what the gate blocked
+
+
+def _blocked(now: Any) -> dict[str, Any]:
+    """Intents the gate denied in the last week: the count and the latest few, each with its reason."""
+    from datetime import timedelta
+
+    from intents.models import Intent, IntentStatus
+
+    recent = Intent.objects.filter(
+        status=IntentStatus.BLOCKED, created_at__gte=now - timedelta(days=BLOCKED_DAYS)
+    ).order_by("-created_at", "-id")
+    return {
+        "count": recent.count(),
+        "latest": list(recent[:3]),
+        "days": BLOCKED_DAYS,
+        "url": reverse("admin:intents_intent_changelist") + "?status__exact=blocked",
+    }
+
+
 def review_summary() -> dict[str, Any]:
     from beliefs.models import WorldModelVersion
     from goals.models import GoalModelVersion
@@ -76,6 +97,7 @@ def review_summary() -> dict[str, Any]:
             + "?safety__exact=1&acknowledged_at__isnull=True",
         },
         "undelivered": _undelivered(now),
+        "blocked": _blocked(now),
         "world_model": _latest_version(WorldModelVersion, "beliefs_worldmodelversion"),
         "goal_model": _latest_version(GoalModelVersion, "goals_goalmodelversion"),
         "run": {

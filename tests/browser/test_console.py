@@ -3,8 +3,9 @@
 
 A staff human logs in, approves one intent (accept), edits and approves another, responds to a
 third, parks a fourth, then opens a notice's one-tap revert link and reverts; each outcome is
-checked in the database. Screenshots of the dashboard, the approval page and a diff page are saved
-(under docs/screenshots/, shown in the README, with OPERATOR_WRITE_SCREENSHOTS=1).
+checked in the database. The review pages are then walked at phone (390 px) and desktop width, and
+their screenshots saved (under docs/screenshots/, shown in the README, with
+OPERATOR_WRITE_SCREENSHOTS=1).
 
 Without Chromium or Playwright these tests are skipped with that reason, except under
 OPERATOR_REQUIRE_BROWSER=1 (CI, which installs Chromium), where a missing browser is a failure.
@@ -159,7 +160,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     assert re.search(r"Intents awaiting your approval\s*4", review.inner_text())
     assert "Annual plan renewal" in review.inner_text()
     assert re.search(r"High-stakes notices not yet acknowledged\s*1", review.inner_text())
-    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
 
     page.goto(f"{url}/admin/intents/intent/{made['accept'].pk}/decide/")
     shown = page.inner_text("#content-main")
@@ -167,7 +167,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     assert "Spending money, paid subscriptions, purchases, and paid vendor commitments" in shown
     for button in ("Accept", "Edit", "Respond", "Ignore"):
         assert page.locator(f"input[type=submit][value={button}]").count() == 1
-    page.screenshot(path=str(SCREENSHOTS / "approval.png"), full_page=True)
 
     _decide(page, url, made["accept"].pk, "Accept")
     _decide(page, url, made["edit"].pk, "Edit", {"#id_body": "Yes, Tuesday at 10 works."})
@@ -199,7 +198,6 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     page.goto(link)
     diff = page.inner_text("#content-main")
     assert "Ian Example" in diff
-    page.screenshot(path=str(SCREENSHOTS / "revert-diff.png"), full_page=True)
     page.click("input[type=submit][value='Revert this change']")
     page.wait_for_load_state("load")
     # undoing the add restores the pre-image: no such belief
@@ -377,5 +375,157 @@ def test_the_person_accepts_a_proposal_from_its_diff_page(
         page.wait_for_load_state("load")
         belief = _db(lambda: Belief.objects.get(kind="identity", key="home_city"))
         assert (belief.value, belief.evidence_approval is not None) == ("Lisbon", True)
+    finally:
+        stop_uvicorn(server)
+
+
+# --- the review pages on a phone and a desktop -----------------------------------------------------------
+# Every text of the page's content laid out in about as many lines as it has words, or fewer: a label
+# squeezed into a column one letter wide (the bug this guards) takes a line per letter.
+_SQUEEZED = """() => {
+  const root = document.querySelector('#content') || document.body;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const bad = [];
+  let node;
+  while ((node = walker.nextNode())) {
+    const text = node.data.trim();
+    if (text.replace(/\\s/g, '').length < 6) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const rects = Array.from(range.getClientRects()).filter(r => r.width > 0);
+    const tops = new Set(rects.map(r => Math.round(r.top)));
+    const words = text.split(/\\s+/).length;
+    if (tops.size > words + 2) bad.push(text.slice(0, 40) + ` (${tops.size} lines, ${words} words)`);
+  }
+  return bad;
+}"""
+_OVERFLOW = "() => document.documentElement.scrollWidth"
+
+
+def _fits(page: Any, width: int, what: str) -> None:
+    assert page.evaluate(_SQUEEZED) == [], f"{what}: text squeezed one letter per line at {width} px"
+    assert page.evaluate(_OVERFLOW) <= width + 1, f"{what}: wider than the {width} px screen"
+
+
+def _inside(page: Any, selector: str, width: int) -> Any:
+    element = page.locator(selector)
+    box = element.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (selector, box)
+    return element
+
+
+@pytest.mark.parametrize(("width", "name"), [(1280, "desktop"), (390, "phone")])
+def test_the_review_pages_fit_a_phone_and_a_desktop(
+    owner: Any, make_principal: Any, browser_page: Any, width: int, name: str
+) -> None:
+    """The person's review flow at phone and desktop width: `/` lands on the dashboard, which shows what
+    the gate blocked and the safety notice that could not be delivered; the approval page says what
+    Accept leads to; a notice's page shows what changed, who changed it and the evidence, with Undo and
+    Looks right one click each; the person's own undo is acknowledged by the undo. No page is wider
+    than the screen and no label is squeezed one letter per line. Screenshots of each page."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from beliefs import services as beliefs
+    from beliefs.models import Belief
+    from intents import services as intents
+    from operator_site.models import Notification
+
+    def make() -> dict[str, Any]:
+        agent = make_principal("scout", kind="agent")
+        with transaction.atomic():
+            beliefs.record_instruction(
+                principal=owner.principal, text="Please remember my name is Ian Example and that I go by Ian."
+            )
+            beliefs.update_world_model(
+                principal=agent.principal,
+                changes=[{"op": "add", "kind": "identity", "key": "name", "value": "Ian Example"}],
+                confirmed=True,
+                quote="Please remember my name is Ian Example and that I go by Ian.",
+            )
+            pending, _ = intents.record_intent(
+                principal=agent.principal,
+                action=intents.ActionInput(
+                    type="send_email",
+                    title="Reply to the landlord about the boiler repair visit",
+                    recipient="landlord@example.com",
+                    body="Yes, Tuesday works.",
+                ),
+            )
+            intents.record_intent(
+                principal=agent.principal,
+                action=intents.ActionInput(
+                    type="share_credentials", title="Send the wifi password", recipient="guest@example.com"
+                ),
+            )
+        # A safety notice every channel refused (made directly: no deliverer is woken for it).
+        Notification.objects.create(
+            kind="test_alarm",
+            title="A safety notice nobody received",
+            safety=True,
+            state=Notification.State.FAILED,
+            last_error="the mail server refused the recipient",
+            created_at=timezone.now() - timedelta(hours=1),
+        )
+        notice = Notification.objects.get(safety=True, subject_kind="world_model")
+        return {"pending": pending, "notice": notice}
+
+    made = _db(make)
+    server = start_uvicorn()
+    page, url = browser_page, server.url
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{url}/")  # the bare address: to the login, then the dashboard
+        page.fill("#id_username", "owner")
+        page.fill("#id_password", "pw-owner-123")
+        page.click("input[type=submit]")
+        page.wait_for_selector("#operator-review")
+        assert page.url.rstrip("/").endswith("/admin")
+        assert "share_credentials" in page.inner_text("#review-blocked")
+        assert "Send the wifi password" in page.inner_text("#review-blocked")
+        assert re.search(r"Safety notices not delivered\s*1", page.inner_text("#review-undelivered"))
+        page.screenshot(path=str(SCREENSHOTS / f"dashboard-{name}.png"), full_page=True)
+        _fits(page, width, "dashboard")
+
+        page.goto(f"{url}/admin/intents/intent/{made['pending'].pk}/decide/")
+        follow = page.inner_text("#follow-through")
+        assert "Nothing will carry this out" in follow and "send_email" in follow
+        _inside(page, "input[type=submit][value=Accept]", width)
+        page.screenshot(path=str(SCREENSHOTS / f"approval-{name}.png"), full_page=True)
+        _fits(page, width, "approval page")
+
+        notice = made["notice"]
+        page.goto(f"{url}/admin/operator_site/notification/{notice.pk}/change/")
+        assert "Ian Example" in page.inner_text("#notice-changes")
+        assert "scout" in page.inner_text("#notice-who")
+        assert "Please remember my name is Ian Example" in page.inner_text("#notice-evidence")
+        _inside(page, "input[type=submit][value=Undo]", width)
+        _inside(page, "input[type=submit][value='Looks right']", width)
+        page.screenshot(path=str(SCREENSHOTS / f"notice-{name}.png"), full_page=True)
+        _fits(page, width, "notice page")
+
+        see_first = page.locator("#notice-actions a").first.get_attribute("href")  # what Undo would change
+        page.goto(url + see_first)
+        assert "Ian Example" in page.inner_text("#content-main")
+        page.screenshot(path=str(SCREENSHOTS / f"revert-{name}.png"), full_page=True)
+        _fits(page, width, "revert page")
+
+        # Looks right: one click, then back on the dashboard with nothing left to acknowledge there.
+        page.goto(f"{url}/admin/operator_site/notification/{notice.pk}/change/")
+        page.click("input[type=submit][value='Looks right']")
+        page.wait_for_selector("#operator-review")
+        assert _db(lambda: Notification.objects.get(pk=notice.pk).acknowledged_by.name) == "owner"
+        # Undo: one click from the same page; the person's own undo makes a notice already acknowledged.
+        page.goto(f"{url}/admin/operator_site/notification/{notice.pk}/change/")
+        page.click("input[type=submit][value=Undo]")
+        page.wait_for_load_state("load")
+        assert "Undone by owner" in page.inner_text("#notice-actions")
+        assert not _db(lambda: Belief.objects.filter(kind="identity", key="name", status="active").exists())
+        own = _db(
+            lambda: Notification.objects.select_related("acknowledged_by").get(kind="world_model_revert")
+        )
+        assert own.acknowledged_by is not None and own.acknowledged_by.name == "owner"
     finally:
         stop_uvicorn(server)

@@ -194,8 +194,10 @@ async def test_no_token_approves_through_any_tool(principals, scorecard, no_rate
 
 
 async def test_no_token_approves_through_any_endpoint(principals, scorecard, client) -> None:
-    """The human channels exist (admin decide pages, the human API); a bearer token of any kind
-    gets nowhere near them, and neither does a session cookie of a non-staff login."""
+    """The human channels exist (admin decide pages, the human API). An agent's bearer token — of
+    every kind, whatever its allowlist — gets nowhere near any of them; a human principal's token
+    is the person on the human API only (tests/test_human_api.py), never an admin login: the admin
+    pages refuse it too."""
     agent = principals["full_agent"]
     async with asgi_http(agent.token) as http:
         response = await post(
@@ -218,13 +220,19 @@ async def test_no_token_approves_through_any_endpoint(principals, scorecard, cli
         ("POST", f"/admin/intents/intent/{intent_id}/change/", {"status": "approved"}),
         ("POST", "/admin/intents/decision/1/change/", {"status": "approved"}),
         ("POST", "/mcp/../api/intents/1/decide", {"decision": "accept"}),
+        ("POST", f"/api/intents/{intent_id}/withdraw", {}),
+        ("POST", f"/admin/intents/intent/{intent_id}/withdraw/", {}),
     ]
     tried = 0
     got_through: list[str] = []
     for kind in KINDS:
         token = principals[kind].token
+        human = KINDS[kind][0] == "human"
         async with asgi_http(token) as http:
             for method, path, data in endpoints:
+                if human and path.startswith("/api/"):
+                    continue  # the person's own token on the human API: allowed by design
+
                 for extra in ({}, {"X-CSRFToken": "x", "Cookie": "csrftoken=x"}):
                     tried += 1
                     response = await http.request(
@@ -240,7 +248,10 @@ async def test_no_token_approves_through_any_endpoint(principals, scorecard, cli
                     if found:
                         got_through.append(f"{kind} {method} {path}: {found}")
     scorecard(
-        6, "no token approves through the human channels' endpoints", cases=tried, bypasses=len(got_through)
+        6,
+        "no agent token approves through the human channels' endpoints (nor a human token the admin)",
+        cases=tried,
+        bypasses=len(got_through),
     )
     assert got_through == []
     assert (await orm(lambda: Intent.objects.get(pk=intent_id).status)) == "pending_approval"

@@ -1,7 +1,8 @@
 """Check 20 — proposals: a proposed change to the person's world model or goal model changes nothing
 until the person accepts it. Every approval attempt of check 6, from every token kind, and every
 other route an agent has toward applying it (the gated tool without evidence, the lifecycle tool,
-the executor, the human channels' endpoints with a bearer token) is tried on a proposal of each
+the executor, the human channels' endpoints with an agent's bearer token — and the admin's with a
+second human's token, which is a person only on the human API) is tried on a proposal of each
 model: nothing is approved, nothing is applied. The positive control: the person accepts it
 through the human API, and it applies with their approval as the evidence."""
 
@@ -132,6 +133,8 @@ async def test_no_token_applies_a_proposal(principals, scorecard, no_rate_limit,
                 (f"/api/intents/{intent_id}/decide", {"decision": "accept", "seen": digest}),
                 (f"/admin/intents/intent/{intent_id}/decide/accept/", {"seen": digest}),
             ):
+                if path.startswith("/api") and KINDS[holder_kind][0] == "human":
+                    continue  # a human principal's token is a person on the human API, by design
                 tried += 1
                 if path.startswith("/api"):
                     response = await http.post(path, json=data)
