@@ -24,8 +24,8 @@ from django.utils.html import format_html
 
 from intents import approval, proposal_page
 from intents.directives import clear_directives
-from intents.lifecycle import format_amount, local_text
 from intents.handlers import follow_through
+from intents.lifecycle import format_amount, local_text
 from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus, in_force
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin

@@ -31,9 +31,9 @@ from intents.answers import decision_dict, intent_dict
 from intents.handlers import follow_through
 from intents.lifecycle import pending_approvals
 from intents.models import Intent
-from operator_site.face.envelope import Refusal
 from operator_site.face.ratelimit import authenticate_and_admit
 from operator_site.models import Principal
+from operator_site.refusals import Refusal
 
 router = Router(tags=["intents (human channel)"])
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from beliefs import services as beliefs
 from beliefs.models import Belief
-from intents import services as intents
+from intents import lifecycle as intents
 from operator_site.models import Notification
 
 pytestmark = pytest.mark.django_db

@@ -35,7 +35,7 @@ async def test_openapi_schema_is_published() -> None:
 async def test_the_openapi_page_describes_every_operation() -> None:
     """Every operation the API serves is in the schema with a summary, a description and its answers;
     the human channel's operations name both ways in (a human's bearer token, a session cookie)."""
-    from operator_site.api import api
+    from operator_site.cross_domain.api import api
 
     async with asgi_http() as http:
         schema = (await http.get("/api/openapi.json")).json()

@@ -13,7 +13,7 @@ from django.utils import timezone
 from intents import approval, executor
 from intents.models import Decision, Intent, IntentEvent
 from intents.tests.test_races import race
-from operator_site.face.envelope import Refusal
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 
@@ -147,16 +147,16 @@ def test_withdraw_and_the_executors_claim_race_and_exactly_one_wins(owner: Any, 
     each time exactly one wins — cancelled with no claim, or executing with every withdrawal refused."""
     from django.db import transaction
 
-    from intents import services
+    from intents import lifecycle
 
     person = owner.principal.user
     principal = executor.executor_principal()
     outcomes = set()
     for round_ in range(10):
         with transaction.atomic():
-            intent, _ = services.record_intent(
+            intent, _ = lifecycle.record_intent(
                 principal=agent.principal,
-                action=services.ActionInput(type="spend", title=f"Renewal {round_}", amount_cents=100),
+                action=lifecycle.ActionInput(type="spend", title=f"Renewal {round_}", amount_cents=100),
             )
         approval.approve_intent(intent, by=person, seen=intent.payload_digest, via="admin")
 

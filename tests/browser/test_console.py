@@ -429,7 +429,7 @@ def test_the_review_pages_fit_a_phone_and_a_desktop(
 
     from beliefs import services as beliefs
     from beliefs.models import Belief
-    from intents import services as intents
+    from intents import lifecycle as intents
     from operator_site.models import Notification
 
     def make() -> dict[str, Any]:

@@ -16,7 +16,7 @@ from django.test import Client
 
 from beliefs import services as beliefs
 from intents import approval
-from intents import services as intents
+from intents import lifecycle as intents
 from intents.models import Intent
 from operator_site.models import Notification
 from operator_site.notifications import revert_token

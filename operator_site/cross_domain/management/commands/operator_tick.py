@@ -15,13 +15,14 @@ from typing import Any, TypeVar
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from operator_site.cross_domain import ticks
 from operator_site.errors import failed_step, log_failure
 from operator_site.face.envelope import to_json
 from operator_site.mail import delivery_summary
 from operator_site.models import Principal
 from operator_site.notifications import deliver_due
 from operator_site.refusals import Refusal
-from runs import holding, ticks
+from runs import holding
 from runs.keepalive import WORKER_STALE_AFTER_S, KeepAlive
 from runs.lock import StartedRun, heartbeat
 from runs.models import MAX_STALE_AFTER_S, MIN_STALE_AFTER_S
