@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from operator_site.face import door
 from operator_site.face.auth import revoke
 from operator_site.models import AuditEvent, Notification, Principal
-from operator_site.notifications import acknowledge, revert_handler, revert_token, revert_url
+from operator_site.revert_links import acknowledge, revert_handler, revert_token, revert_url
 
 
 def _last_int(query: QueryDict, name: str, default: int) -> int:

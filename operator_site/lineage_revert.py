@@ -240,7 +240,7 @@ class Reverter:
 
 @dataclass(frozen=True)
 class LineageRevertHandler:
-    """The one-tap link behind a notice (`operator_site.notifications.RevertHandler`): undo the
+    """The one-tap link behind a notice (`operator_site.revert_links.RevertHandler`): undo the
     version the notice reports (registered by `operator_site.versioned.VersionedModel.register`)."""
 
     reverter: Reverter

@@ -46,32 +46,32 @@ a logged-in person; the revert it performs is done by the handler the subject's 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 import secrets
-import smtplib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
 
 from django.conf import settings
-from django.core import signing
-from django.core.mail import BadHeaderError, EmailMessage
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q, QuerySet
-from django.urls import reverse
 from django.utils import timezone
 
-from operator_site import outbound
-from operator_site.display import describe_char, header_text, hidden_chars, visible_text
+from operator_site.display import visible_text
 from operator_site.errors import log_failure, short_reason
-from operator_site.mail import prints_to_console
 from operator_site.models import Notification, NotificationBudget, Principal
+from operator_site.notice_channels import (
+    channels,
+    email_subject,
+    is_permanent,
+    notice_text,
+    post_webhook,
+    send_email,
+    webhook_payload,
+)
+from operator_site.revert_links import revert_url
 from operator_site.sql import create_row, insert_unless_conflict, take_budget_slot
 
 logger = logging.getLogger("operator.notifications")
@@ -82,7 +82,6 @@ CLAIM_S = 120  # a claim not renewed for this long (a crashed deliverer) may be 
 DIGEST_KIND = "notice_digest"  # the hourly digest of the notices of one kind over the cap
 DIGEST_MAX_LINES = 200  # notices listed one by one in a digest; the rest are counted
 BLOCKED_KIND = "intent_blocked"  # the one safety notice an agent can cause without evidence
-_REVERT_SALT = "operator.revert-link"
 State = Notification.State
 
 
@@ -424,24 +423,6 @@ def release_held(now: datetime | None = None) -> list[int]:
 
 
 # --- sending ---------------------------------------------------------------------------------------
-class PermanentDeliveryError(Exception):
-    """A channel refused the notice for a reason retrying the same notice cannot fix."""
-
-
-def is_permanent(exc: BaseException) -> bool:
-    """Would retrying the same notice on this channel fail the same way? A refused header, text that
-    cannot be encoded, a message or recipient the mail server rejects for good (5xx), a webhook that
-    answers 4xx (but 408/425/429): yes. Timeouts, refused connections, 5xx from a webhook, 4xx SMTP
-    replies: no (retried with backoff)."""
-    if isinstance(exc, PermanentDeliveryError | BadHeaderError | UnicodeError):
-        return True
-    if isinstance(exc, smtplib.SMTPRecipientsRefused):
-        return all(code >= 500 for code, _msg in exc.recipients.values())
-    if isinstance(exc, smtplib.SMTPSenderRefused | smtplib.SMTPDataError):
-        return exc.smtp_code >= 500
-    return False
-
-
 def _renew(notice_id: int, token: str, now: datetime) -> bool:
     """Still ours? Then push the claim out again (before each channel)."""
     until = max(now, timezone.now()) + timedelta(seconds=claim_seconds())
@@ -457,7 +438,7 @@ def _send(notice: Notification, token: str, now: datetime, report: DeliveryRepor
     dead = set(notice.failed_channels or [])
     errors: list[str] = []
     refused: list[str] = []
-    for channel, sender in _channels():
+    for channel, sender in channels():
         if channel in done or channel in dead:
             continue
         if not _renew(notice.id, token, now):
@@ -479,7 +460,7 @@ def _send(notice: Notification, token: str, now: datetime, report: DeliveryRepor
         done.add(channel)
         # Recorded at once, claim or not: the channel has it, and must never get it again.
         Notification.objects.filter(id=notice.id).update(channels=sorted(done))
-    configured = {channel for channel, _sender in _channels()}
+    configured = {channel for channel, _sender in channels()}
     mine = Notification.objects.filter(id=notice.id, claim=token)
     last_error = "\n".join([*(f"{e} (will not be retried)" for e in refused), *errors]) or ""
     if refused:
@@ -532,104 +513,6 @@ def _send(notice: Notification, token: str, now: datetime, report: DeliveryRepor
             report.escalated.append(notice.id)
 
 
-def _channels() -> list[tuple[str, Callable[[Notification], None]]]:
-    channels: list[tuple[str, Callable[[Notification], None]]] = []
-    if settings.OPERATOR_NOTIFY_EMAIL:
-        # With the console backend the e-mail is printed, not sent: the notice says "console".
-        channels.append(("console" if prints_to_console() else "email", _send_email))
-    if settings.OPERATOR_WEBHOOK_URL:
-        channels.append(("webhook", _send_webhook))
-    return channels
-
-
-HIDDEN_NOTE = (
-    "Note: this notice holds hidden characters (controls, direction overrides, zero-width or other "
-    "invisible characters) in text an agent wrote: {chars}. Each is shown where it is as [U+XXXX]."
-)
-
-
-def hidden_in(notice: Notification) -> list[str]:
-    """The hidden characters of a notice's text, described (``U+202E RIGHT-TO-LEFT OVERRIDE``)."""
-    return [describe_char(ch) for ch in hidden_chars(f"{notice.title}\n{notice.body}")]
-
-
-def notice_text(notice: Notification) -> str:
-    """The notice as plain text for a person: hidden characters shown as tokens, flagged at the top."""
-    lines = []
-    hidden = hidden_in(notice)
-    if hidden:
-        lines += [HIDDEN_NOTE.format(chars=", ".join(hidden[:12])), ""]
-    lines.append(visible_text(notice.title, single_line=True))
-    if notice.body:
-        lines += ["", visible_text(notice.body)]
-    url = revert_url(notice)
-    if url:
-        lines += ["", f"Undo this change (one tap, asks you to confirm): {url}"]
-    return "\n".join(lines).strip() + "\n"
-
-
-def email_subject(notice: Notification, *, prefix: str | None = None) -> str:
-    """Fixed words, then the notice's title made one line, control-free and bounded."""
-    if prefix is None:
-        prefix = "[operator: safety] " if notice.safety else "[operator] "
-    return header_text(prefix, agent=[notice.title])
-
-
-def _email(subject: str, text: str) -> None:
-    message = EmailMessage(subject, text, settings.DEFAULT_FROM_EMAIL, [settings.OPERATOR_NOTIFY_EMAIL])
-    message.message()  # build it here: a header the backend would refuse fails now, recognisably
-    outbound.call_with_deadline(
-        lambda: message.send(fail_silently=False), settings.OPERATOR_EMAIL_DEADLINE_S, "email"
-    )
-
-
-def _send_email(notice: Notification) -> None:
-    _email(email_subject(notice), notice_text(notice))
-
-
-def webhook_payload(notice: Notification) -> dict[str, Any]:
-    """What the webhook receives: the notice as the person is shown it (hidden characters as tokens;
-    `hidden_characters` lists them), so a receiver that displays it cannot be made to show a lie."""
-    return {
-        "id": notice.id,
-        "kind": notice.kind,
-        "title": visible_text(notice.title, single_line=True),
-        "body": visible_text(notice.body),
-        "topic": visible_text(notice.topic, single_line=True) or None,
-        "safety": notice.safety,
-        "subject": {"kind": notice.subject_kind, "id": notice.subject_id} if notice.subject_kind else None,
-        "revert_url": revert_url(notice),
-        "hidden_characters": hidden_in(notice),
-        "created": notice.created_at.isoformat(),
-    }
-
-
-def webhook_signature(body: bytes) -> str:
-    return "sha256=" + hmac.new(settings.OPERATOR_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
-
-
-def _webhook(payload: dict[str, Any], *, notice_id: int, kind: str, safety: bool) -> None:
-    body = json.dumps(payload).encode()
-    headers = {
-        "Content-Type": "application/json",
-        # Fixed words only (and through header_text all the same: a header can never break).
-        "X-Operator-Notification": header_text(str(notice_id)),
-        "X-Operator-Kind": header_text(kind).encode("ascii", "replace").decode(),
-        "X-Operator-Safety": "yes" if safety else "no",
-    }
-    if settings.OPERATOR_WEBHOOK_SECRET:
-        headers["X-Operator-Signature"] = webhook_signature(body)
-    status = outbound.post(settings.OPERATOR_WEBHOOK_URL, body, headers, settings.OPERATOR_WEBHOOK_TIMEOUT_S)
-    if 400 <= status < 500 and status not in (408, 425, 429):
-        raise PermanentDeliveryError(f"webhook answered HTTP {status}")
-    if status >= 300:
-        raise RuntimeError(f"webhook answered HTTP {status}")
-
-
-def _send_webhook(notice: Notification) -> None:
-    _webhook(webhook_payload(notice), notice_id=notice.id, kind=notice.kind, safety=notice.safety)
-
-
 # --- escalation ------------------------------------------------------------------------------------------
 _UNDELIVERED = (State.PENDING, State.SENDING, State.FAILED)
 
@@ -660,7 +543,7 @@ def escalate(notice: Notification, now: datetime, *, because: str) -> bool:
     channel that did take this notice (the other channel). Once per notice; True if this call did it."""
     if not Notification.objects.filter(id=notice.id, escalated_at__isnull=True).update(escalated_at=now):
         return False
-    missing = [c for c, _s in _channels() if c not in (notice.channels or [])]
+    missing = [c for c, _s in channels() if c not in (notice.channels or [])]
     logger.error(
         "SAFETY NOTICE UNDELIVERED: #%s %r %s (missing: %s; last error: %s)",
         notice.id,
@@ -670,7 +553,7 @@ def escalate(notice: Notification, now: datetime, *, because: str) -> bool:
         visible_text(notice.last_error, single_line=True, limit=500),
     )
     outcome = [f"{now:%Y-%m-%d %H:%M:%S} UTC: {because}; dashboard banner and ERROR log."]
-    others = [(c, s) for c, s in _channels() if c in (notice.channels or [])]
+    others = [(c, s) for c, s in channels() if c in (notice.channels or [])]
     if not others:
         outcome.append("No other channel took this notice, so no alert could be sent on one.")
     for channel, _sender in others:
@@ -691,13 +574,13 @@ def _send_escalation(channel: str, notice: Notification, because: str, missing: 
         "dashboard until it is delivered or acknowledged. The notice:"
     )
     if channel == "email":
-        _email(
+        send_email(
             email_subject(notice, prefix="[operator: safety, UNDELIVERED elsewhere] "),
             f"{intro}\n\n{notice_text(notice)}",
         )
     else:
         payload = {"escalation": True, "reason": intro, "notice": webhook_payload(notice)}
-        _webhook(payload, notice_id=notice.id, kind="escalation", safety=True)
+        post_webhook(payload, notice_id=notice.id, kind="escalation", safety=True)
 
 
 def withdraw(*, dedupe_key: str, reason: str) -> bool:
@@ -708,89 +591,3 @@ def withdraw(*, dedupe_key: str, reason: str) -> bool:
             state=State.WITHDRAWN, held_reason=reason[:200], claimed_until=None
         )
     )
-
-
-# --- acknowledging -------------------------------------------------------------------------------
-def acknowledge(notice: Notification, *, by: Principal) -> bool:
-    """The person has seen it. Returns False if it was already acknowledged."""
-    return bool(
-        Notification.objects.filter(id=notice.id, acknowledged_at__isnull=True).update(
-            acknowledged_at=timezone.now(), acknowledged_by=by
-        )
-    )
-
-
-def unacknowledged_safety_notices() -> Any:
-    return Notification.objects.filter(safety=True, acknowledged_at__isnull=True).order_by("-id")
-
-
-# --- the one-tap revert link ---------------------------------------------------------------------
-class RevertHandler(Protocol):
-    """What an app registers to make its notices revertible (see `register_revert_handler`)."""
-
-    def describe(self, subject_id: int) -> dict[str, Any]:
-        """For the confirmation page: {"title": str, "changes": [{"what", "before", "after"}], ...}."""
-
-    def revert(self, subject_id: int, *, by: Principal) -> str:
-        """Undo the change (in the caller's transaction) and say what was done; raise Refusal to refuse."""
-
-
-_REVERT_HANDLERS: dict[str, RevertHandler] = {}
-
-
-def register_revert_handler(subject_kind: str, handler: RevertHandler) -> None:
-    _REVERT_HANDLERS[subject_kind] = handler
-
-
-def revert_handler(subject_kind: str) -> RevertHandler | None:
-    return _REVERT_HANDLERS.get(subject_kind)
-
-
-class RevertLinkError(Exception):
-    """The link cannot be used: forged, expired, already used, or nothing to revert."""
-
-
-def revert_token(notice: Notification) -> str:
-    return signing.dumps({"n": notice.id}, salt=_REVERT_SALT, compress=True)
-
-
-def revert_url(notice: Notification) -> str | None:
-    if not notice.subject_kind or notice.subject_id is None or notice.pk is None:
-        return None
-    path = reverse("revert-link", kwargs={"token": revert_token(notice)})
-    return f"{settings.OPERATOR_PUBLIC_URL}{path}"
-
-
-def notice_from_token(token: str) -> Notification:
-    try:
-        data = signing.loads(
-            token, salt=_REVERT_SALT, max_age=timedelta(hours=settings.OPERATOR_REVERT_LINK_HOURS)
-        )
-    except signing.SignatureExpired as exc:
-        raise RevertLinkError("This link has expired; revert from the admin instead.") from exc
-    except signing.BadSignature as exc:
-        raise RevertLinkError("This link is not valid.") from exc
-    notice = Notification.objects.filter(id=data.get("n")).first()
-    if notice is None or not notice.subject_kind or notice.subject_id is None:
-        raise RevertLinkError("There is nothing to revert behind this link.")
-    if notice.revert_used_at is not None:
-        raise RevertLinkError("This link has already been used.")
-    if revert_handler(notice.subject_kind) is None:
-        raise RevertLinkError(f"Changes of kind {notice.subject_kind!r} cannot be reverted from a link.")
-    return notice
-
-
-@transaction.atomic
-def revert_from_link(notice: Notification, *, by: Principal) -> str:
-    """Perform the revert behind a notice's link, once. Raises RevertLinkError if it was used."""
-    if not Notification.objects.filter(id=notice.id, revert_used_at__isnull=True).update(
-        revert_used_at=timezone.now(), revert_used_by=by
-    ):
-        raise RevertLinkError("This link has already been used.")
-    handler = revert_handler(notice.subject_kind)
-    if handler is None:
-        raise RevertLinkError(f"Changes of kind {notice.subject_kind!r} cannot be reverted from a link.")
-    message = handler.revert(notice.subject_id, by=by)
-    if not notice.acknowledged_at:
-        acknowledge(notice, by=by)
-    return message

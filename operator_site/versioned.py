@@ -22,8 +22,8 @@ from operator_site.lineage import (
 )
 from operator_site.lineage_revert import LineageRevertHandler, Reverter, Rows
 from operator_site.models import Notification, Principal
-from operator_site.notifications import register_revert_handler, unacknowledged_safety_notices
 from operator_site.refusals import Refusal
+from operator_site.revert_links import register_revert_handler, unacknowledged_safety_notices
 
 
 # --- entities: "<kind>/<key>" --------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from operator_site.notifications import RevertLinkError, notice_from_token, revert_from_link, revert_handler
 from operator_site.refusals import Refusal
+from operator_site.revert_links import RevertLinkError, notice_from_token, revert_from_link, revert_handler
 
 
 def human_principal(request: HttpRequest):

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from intents.directives import clear_directives, set_directive
-from operator_site import notifications
+from operator_site import notifications, revert_links
 from operator_site.models import Notification, Principal
 
 pytestmark = pytest.mark.django_db
@@ -237,9 +237,9 @@ class _RecordingHandler:
 @pytest.fixture
 def handler():
     recording = _RecordingHandler()
-    notifications.register_revert_handler("test_subject", recording)
+    revert_links.register_revert_handler("test_subject", recording)
     yield recording
-    notifications._REVERT_HANDLERS.pop("test_subject", None)
+    revert_links._REVERT_HANDLERS.pop("test_subject", None)
 
 
 def _revertible() -> Notification:
@@ -253,7 +253,7 @@ def _revertible() -> Notification:
 
 
 def _path(notice: Notification) -> str:
-    return notifications.revert_url(notice).removeprefix("http://127.0.0.1:8000")
+    return revert_links.revert_url(notice).removeprefix("http://127.0.0.1:8000")
 
 
 def test_the_notice_carries_a_signed_revert_link(handler) -> None:
@@ -261,7 +261,7 @@ def test_the_notice_carries_a_signed_revert_link(handler) -> None:
     [url] = [w for w in mail.outbox[0].body.split() if "/revert/" in w]
     assert url.startswith("http://127.0.0.1:8000/revert/")
     token = url.rstrip("/").rsplit("/", 1)[1]
-    assert notifications.notice_from_token(token) == notice
+    assert revert_links.notice_from_token(token) == notice
 
 
 def test_the_link_needs_a_staff_login_and_get_changes_nothing(client, owner, handler) -> None:

@@ -160,7 +160,7 @@ def test_the_persons_own_revert_is_acknowledged_whatever_the_door(
     assert first.acknowledged_by_id == owner.principal.pk
     with transaction.atomic():
         # the person brings the change back (a restore), as their token's revert tool would
-        beliefs.revert_world_model(principal=owner.principal, to_version=changed.subject_id)
+        beliefs.REVERTER.revert(principal=owner.principal, to_version=changed.subject_id)
     second = Notification.objects.filter(kind="world_model_revert").latest("id")
     assert second.pk != first.pk and second.acknowledged_by_id == owner.principal.pk
     # An agent's change and its own undo: neither acknowledged.
@@ -176,7 +176,7 @@ def test_the_persons_own_revert_is_acknowledged_whatever_the_door(
             confirmed=True,
             quote="My nickname is Izzy.",
         )
-        beliefs.revert_world_model(principal=agent.principal)
+        beliefs.REVERTER.revert(principal=agent.principal)
     agents = Notification.objects.filter(kind="world_model_revert").latest("id")
     assert agents.pk != second.pk and agents.acknowledged_at is None
 

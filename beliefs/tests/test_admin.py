@@ -12,7 +12,7 @@ from django.urls import reverse
 from beliefs import services
 from beliefs.models import Belief, Instruction, WorldModelVersion
 from beliefs.tests.helpers import add, update
-from operator_site import notifications
+from operator_site import revert_links
 from operator_site.models import Notification
 
 
@@ -220,7 +220,7 @@ def test_a_person_adds_an_instruction_from_the_admin_and_it_is_evidence(
 
 # --- the one-tap link from a notice -----------------------------------------------------------------------
 def _link(notice: Notification) -> str:
-    return notifications.revert_url(notice).removeprefix("http://127.0.0.1:8000")
+    return revert_links.revert_url(notice).removeprefix("http://127.0.0.1:8000")
 
 
 def test_the_one_tap_link_undoes_the_reported_version_once(client, owner, history) -> None:

@@ -10,7 +10,7 @@ from beliefs import services
 from beliefs.models import Belief, Instruction, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
 from intents import directives
-from operator_site import notifications
+from operator_site import revert_links
 from operator_site.models import Notification
 from operator_site.refusals import Refusal
 
@@ -220,7 +220,7 @@ def test_the_snapshot_shows_evidence_source_version_and_pending_notices(agent, o
     }
     [pending] = snapshot["pending_notices"]
     assert (pending["id"], pending["version"]) == (made["notification"], 1)
-    notifications.acknowledge(Notification.objects.get(), by=owner.principal)
+    revert_links.acknowledge(Notification.objects.get(), by=owner.principal)
     assert tool(agent.principal, READ, {})["pending_notices"] == []
     assert tool(agent.principal, READ, {"kind": "preference"})["beliefs"] == {
         "preference": [snapshot["beliefs"]["preference"][0]]

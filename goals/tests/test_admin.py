@@ -193,10 +193,10 @@ def test_the_admin_actions_lead_to_the_confirmation_pages(logged_in, history) ->
 
 
 def test_the_one_tap_link_from_a_goal_notice(client, owner, history) -> None:
-    from operator_site import notifications
+    from operator_site import revert_links
 
     notice = Notification.objects.get(id=history["notification"])
-    link = notifications.revert_url(notice).removeprefix("http://127.0.0.1:8000")
+    link = revert_links.revert_url(notice).removeprefix("http://127.0.0.1:8000")
     client.login(username="owner", password="pw-owner-123")
     page = client.get(link)
     assert page.status_code == 200 and b"Undo version 3" in page.content

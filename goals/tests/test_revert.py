@@ -14,7 +14,7 @@ from goals.models import Goal, GoalModelVersion, Project, Task
 from goals.services import task_dict, update_task
 from goals.tests.helpers import RECONCILE, REVERT, everything, ranking
 from intents import directives
-from operator_site import notifications
+from operator_site import revert_links
 from operator_site.models import Notification
 
 pytestmark = pytest.mark.django_db
@@ -191,7 +191,7 @@ def test_every_change_and_revert_notifies_and_no_directive_holds_it(
     assert notices[reverted["version"]].kind == "goal_model_revert"
     for version, notice in notices.items():
         notice.refresh_from_db()
-        assert notifications.revert_url(notice)
+        assert revert_links.revert_url(notice)
         if version == project["version"]:
             # Projects only: an ordinary notice, which directives may hold (spec, Notification).
             assert notice.safety is False
@@ -207,11 +207,11 @@ def test_every_change_and_revert_notifies_and_no_directive_holds_it(
 def test_the_one_tap_link_undoes_the_version_it_reports(owner, agent, goal_change) -> None:
     made = goal_change(agent, action="add", title="Run a marathon")
     notice = Notification.objects.get(id=made["notification"])
-    handler = notifications.revert_handler("goal_model")
+    handler = revert_links.revert_handler("goal_model")
     described = handler.describe(notice.subject_id)
     assert "Undo version 1" in described["title"]
     assert any(row["what"] == "goal ranking" for row in described["changes"])
-    message = notifications.revert_from_link(notice, by=owner.principal)
+    message = revert_links.revert_from_link(notice, by=owner.principal)
     assert "Undid version 1 of the goal model" in message
     assert Goal.objects.count() == 0
     assert GoalModelVersion.objects.get(number=2).principal_id == owner.principal.id

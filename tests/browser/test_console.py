@@ -150,7 +150,7 @@ def test_a_person_reviews_approves_and_reverts_in_the_browser(
     from beliefs.models import Belief
     from intents.models import Decision, Intent
     from operator_site.models import Notification
-    from operator_site.notifications import revert_url
+    from operator_site.revert_links import revert_url
 
     page, url, made = browser_page, console["url"], console["intents"]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from django.core import mail
 from django.db import connection, transaction
 from django.utils import timezone
 
-from operator_site import notifications
+from operator_site import notifications, revert_links
 from operator_site.models import AuditEvent, Notification, RateCounter
 from tests.fixtures import SEED_HEADERS, asgi_http, orm, start_uvicorn, stop_uvicorn
 from tests.security.helpers import run_threads, run_tool, tools_call
@@ -120,13 +120,13 @@ def test_free_goal_model_edits_are_ordinary_notices_capped_with_every_revert_lin
     total, reached, lost = _accounted("goal_model_change")
     # The links are read back out of the digest the person got (a signed token carries its own
     # second, so a link minted again here could differ from the one delivered and prove nothing).
-    prefix = notifications.revert_url(coalesced[0]).rstrip("/").rsplit("/", 1)[0] + "/"
+    prefix = revert_links.revert_url(coalesced[0]).rstrip("/").rsplit("/", 1)[0] + "/"
     delivered_links = re.findall(re.escape(prefix) + r"([^/\s]+)/?", digest.body)
     reached_by_link = []
     for token in delivered_links:
         try:
-            reached_by_link.append(notifications.notice_from_token(token).pk)
-        except notifications.RevertLinkError:
+            reached_by_link.append(revert_links.notice_from_token(token).pk)
+        except revert_links.RevertLinkError:
             reached_by_link.append(None)
     link_ok = all(n.pk in reached_by_link for n in coalesced)
     usable = None not in reached_by_link

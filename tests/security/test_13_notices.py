@@ -29,7 +29,7 @@ from django.utils import timezone
 from beliefs import services as beliefs
 from goals import goal_model
 from intents.lifecycle import ActionInput, record_intent
-from operator_site import notifications
+from operator_site import notice_channels, notifications, revert_links
 from operator_site.display import has_hidden
 from operator_site.models import Notification
 from tests.receivers import WebhookReceiver
@@ -107,7 +107,7 @@ def _reached_at_once(notice: Notification, *, revertible: bool) -> list[str]:
     if notice.state != Notification.State.DELIVERED:
         problems.append(f"state {notice.state} ({notice.held_reason or notice.last_error})")
     sent = [m for m in mail.outbox if f"#{notice.id}" in m.body or notice.title[:40] in m.subject]
-    subject = notifications.email_subject(notice)
+    subject = notice_channels.email_subject(notice)
     exact = [m for m in mail.outbox if m.subject == subject]
     if len(exact) != 1:
         problems.append(f"{len(exact)} emails with its subject (sent: {len(sent)})")
@@ -122,9 +122,9 @@ def links_to(text: str, notice: Notification) -> bool:
         if "/revert/" in word:
             token = word.rstrip("/").rsplit("/", 1)[1]
             try:
-                if notifications.notice_from_token(token).pk == notice.pk:
+                if revert_links.notice_from_token(token).pk == notice.pk:
                     return True
-            except notifications.RevertLinkError:
+            except revert_links.RevertLinkError:
                 continue
     return False
 
@@ -272,7 +272,7 @@ def test_no_content_makes_a_safety_notice_undeliverable(make_principal, settings
             cases += 1
             notice = _blocked(agent, f"{i} {text}"[:300])
             problems = _reached_at_once(notice, revertible=False)
-            subject = notifications.email_subject(notice)
+            subject = notice_channels.email_subject(notice)
             if "\n" in subject or "\r" in subject or has_hidden(subject) or len(subject) > 180:
                 problems.append(f"subject not one clean line: {subject!r}")
             if sum(1 for h in receiver.hits if f'"id": {notice.id},' in h.body.decode()) != 1:
@@ -388,7 +388,7 @@ def test_a_dripping_webhook_never_pins_delivery_nor_doubles_the_email(
         held_for = time.monotonic() - started
         notice = _version_notice("goal_model", goal["version"])
         notice.refresh_from_db()
-        emails = [m for m in mail.outbox if m.subject == notifications.email_subject(notice)]
+        emails = [m for m in mail.outbox if m.subject == notice_channels.email_subject(notice)]
         if held_for > 1.0 + 3.0:  # the deadline, plus the whole tool call and its email
             found["held"] = f"the call took {held_for:.2f} s with a 1 s webhook deadline"
         if len(emails) != 1 or not links_to(emails[0].body, notice):
@@ -421,7 +421,7 @@ def test_a_dripping_webhook_never_pins_delivery_nor_doubles_the_email(
         hits_before = len(receiver.hits)
         notifications.deliver_due(now=timezone.now() + timedelta(hours=7))
         notice.refresh_from_db()
-        emails = [m for m in mail.outbox if m.subject == notifications.email_subject(notice)]
+        emails = [m for m in mail.outbox if m.subject == notice_channels.email_subject(notice)]
         if notice.state != "delivered" or len(emails) != 1 or len(receiver.hits) != hits_before + 1:
             found["recovered"] = [notice.state, len(emails), len(receiver.hits) - hits_before]
         if 'id="op-undelivered-banner"' in client.get("/admin/").content.decode():

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from intents.lifecycle import ActionInput, record_intent
 from intents.models import Intent
-from operator_site import notifications
+from operator_site import notice_channels
 from operator_site.display import has_hidden, header_text, token, visible_html, visible_text
 from operator_site.models import AuditEvent, Notification
 from tests.fixtures import SEED_HEADERS, asgi_http
@@ -240,7 +240,7 @@ def test_every_surface_shows_hidden_characters_marked_and_isolated(
                 problems[f"approval page isolation U+{ord(ch):04X}"] = ["recipient/body not in <bdi>"]
             # The email and the webhook summary.
             cases += 2
-            [email] = [m for m in mail.outbox if m.subject == notifications.email_subject(notice)]
+            [email] = [m for m in mail.outbox if m.subject == notice_channels.email_subject(notice)]
             if (
                 has_hidden(email.subject + email.body)
                 or tok not in email.body
@@ -348,8 +348,8 @@ def test_fuzz_every_notice_renders_and_delivers(principals, settings, scorecard)
         if notice.state == Notification.State.HELD:
             return  # an ordinary notice a topic held: rendering is still checked below
         notice.refresh_from_db()
-        subject = notifications.email_subject(notice)
-        text = notifications.notice_text(notice)
+        subject = notice_channels.email_subject(notice)
+        text = notice_channels.notice_text(notice)
         hits = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
         emails = [m for m in mail.outbox if m.subject == subject]
         wrong = []

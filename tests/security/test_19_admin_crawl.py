@@ -36,7 +36,7 @@ from intents import approval
 from intents.models import Decision, Intent
 from operator_site.face.door import INT_MAX
 from operator_site.models import AuditEvent, Notification
-from operator_site.notifications import revert_token
+from operator_site.revert_links import revert_token
 from runs.lock import end_run
 from runs.models import OperatorDay, Run
 from tests.security.helpers import run_tool

@@ -19,7 +19,7 @@ from intents import approval
 from intents import lifecycle as intents
 from intents.models import Intent
 from operator_site.models import Notification
-from operator_site.notifications import revert_token
+from operator_site.revert_links import revert_token
 from tests.security.conftest import KINDS
 
 pytestmark = pytest.mark.django_db
