@@ -146,7 +146,7 @@ class AuditEvent(AppendOnlyModel):
     @classmethod
     def append(cls, *, principal: int, durable: bool = True, **values: Any) -> None:
         """Insert one row (`principal` is the principal's id). This runs on every tools/call, so it
-        goes through the compiled-once insert (`operator_site/sql.py`): the row is what
+        goes through the compiled-once insert (`operator_site/sql/`): the row is what
         `objects.create()` would write, without compiling the statement per call."""
         row = cls(principal_id=principal, **values)
         if durable:

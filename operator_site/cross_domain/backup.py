@@ -128,7 +128,7 @@ def _rows(model: type[models.Model], with_token_digests: bool) -> Iterator[str]:
 @contextmanager
 def snapshot() -> Iterator[None]:
     """One consistent view of the whole database for the export, without blocking writers."""
-    with export_snapshot():  # the database seam (operator_site/sql.py)
+    with export_snapshot():  # the database seam (operator_site/sql/)
         yield
 
 

@@ -3,7 +3,7 @@
 A fixed window per principal: at most `OPERATOR_RATE_LIMIT` requests in each window of
 `OPERATOR_RATE_WINDOW_S` seconds (window number = Unix time // window length). The counter is one
 row per principal (`RateCounter`), moved by ONE atomic upsert per request that also answers the new
-count (`operator_site/sql.py` `count_request`; on PostgreSQL the bearer lookup and this upsert are
+count (`operator_site/sql/` `count_request`; on PostgreSQL the bearer lookup and this upsert are
 one statement, `principal_and_count`):
 
     INSERT … VALUES (principal, window, 1)

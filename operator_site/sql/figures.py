@@ -1,0 +1,82 @@
+"""Many capped counts in one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import QuerySet
+
+from operator_site.sql.compiled import memo
+
+
+# --- figures in one statement ----------------------------------------------------------------------
+def capped_figures(
+    counts: Mapping[str, QuerySet[Any]],
+    maxima: Mapping[str, QuerySet[Any]],
+    *,
+    cap: int,
+    fixed: Iterable[
+        tuple[Callable[..., tuple[Mapping[str, QuerySet[Any]], Mapping[str, QuerySet[Any]]]], tuple]
+    ] = (),
+) -> dict[str, Any]:
+    """Many figures in ONE statement: for each of `counts`, the number of its rows up to `cap + 1`
+    (the cost is bounded by the cap, not by the table); for each of `maxima`, the single selected
+    value of its first row. Each of `fixed`, (build, args), adds the (counts, maxima) of
+    `build(*args)`, compiled once per connection (a plain function of its arguments, as in
+    `compiled`)."""
+    names: list[str] = []
+    parts: list[str] = []
+    params: list[Any] = []
+    conn = connections[DEFAULT_DB_ALIAS]
+    for n, (build, args) in enumerate(fixed):
+        if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
+            raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
+        got = memo(
+            ("capped_figures", build, args, cap, n),
+            lambda c, build=build, args=args, n=n: _figure_sql(
+                *build(*args), cap=cap, prefix=f"f{n}_", conn=c
+            ),
+        )
+        names += got[0]
+        parts += got[1]
+        params += got[2]
+    more = _figure_sql(counts, maxima, cap=cap, prefix="v", conn=conn)
+    names += more[0]
+    parts += more[1]
+    params += more[2]
+    if not parts:
+        return {}
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(names, row, strict=True))
+
+
+def _figure_sql(
+    counts: Mapping[str, QuerySet[Any]],
+    maxima: Mapping[str, QuerySet[Any]],
+    *,
+    cap: int,
+    prefix: str,
+    conn: Any,
+) -> tuple[list[str], list[str], list[Any]]:
+    parts: list[str] = []
+    params: list[Any] = []
+    names: list[str] = []
+    for i, (name, queryset) in enumerate(counts.items()):
+        # An explicit order is kept (it can steer the database to a partial index); the model's
+        # default order is dropped (it would only cost a sort).
+        ordered = queryset if queryset.query.order_by else queryset.order_by()
+        sql, sub_params = ordered.values("pk")[: cap + 1].query.get_compiler(connection=conn).as_sql()
+        # `sql` is the ORM's own compilation of the queryset; every value stays a parameter.
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{prefix}{i})")  # noqa: S608
+        params.extend(sub_params)
+        names.append(name)
+    for name, queryset in maxima.items():
+        sql, sub_params = queryset[:1].query.get_compiler(connection=conn).as_sql()
+        parts.append(f"({sql})")
+        params.extend(sub_params)
+        names.append(name)
+    return names, parts, params

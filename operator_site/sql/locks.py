@@ -1,0 +1,131 @@
+"""The advisory lock, a column's maximum, the notice budget, a rule's rows, and the database's pulse."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.models import QuerySet
+
+from operator_site.sql.compiled import memo
+
+M = TypeVar("M", bound=models.Model)
+
+
+# --- locks, maxima, budgets, a rule's rows ---------------------------------------------------------
+def lock_key(name: str) -> int:
+    """The advisory-lock key of a name (a positive bigint): the one key scheme of every lock."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def advisory_xact_lock(name: str | int) -> None:
+    """Queue behind any other transaction holding the lock `name`, until this transaction ends
+    (PostgreSQL `pg_advisory_xact_lock` on `lock_key(name)`; released at commit or rollback, so a
+    hung client cannot hold it past its transaction). SQLite needs none: its write transactions run
+    one at a time. Pass the lock's name; an int is taken as a key already made (callers that still
+    pass one: goals/services.py, operator_site/lineage.py — to go once they pass their names)."""
+    if connection.vendor != "postgresql":
+        return
+    key = lock_key(name) if isinstance(name, str) else name
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+
+
+def max_value(model: type[models.Model], field: str) -> Any:
+    """`model.objects.aggregate(Max(field))`, without compiling the aggregate on every call."""
+    conn = connections[DEFAULT_DB_ALIAS]
+
+    def make(c: Any) -> str:
+        quote = c.ops.quote_name
+        column = quote(model._meta.get_field(field).column)
+        return f"SELECT MAX({column}) FROM {quote(model._meta.db_table)}"  # noqa: S608
+
+    sql = memo(("max_value", model, field), make)
+    with conn.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchone()[0]
+
+
+def take_budget_slot(kind: str, hour: int, cap: int) -> int | None:
+    """Take one slot of a notification budget (kind, clock hour) if fewer than `cap` are used:
+    the number used now, or None when none was left. One statement, atomic on both databases."""
+    from operator_site.models import NotificationBudget
+
+    def make(c: Any) -> str:
+        table = c.ops.quote_name(NotificationBudget._meta.db_table)
+        return (
+            f"INSERT INTO {table} (kind, hour, used) VALUES (%s, %s, 1) "  # noqa: S608
+            f"ON CONFLICT (kind, hour) DO UPDATE SET used = {table}.used + 1 WHERE {table}.used < %s "
+            f"RETURNING used"
+        )
+
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(memo("take_budget_slot", make), [kind, hour, cap])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+class Param(models.Expression):
+    """A named parameter of a statement compiled once (`instances`): compiled as a placeholder, bound
+    on every call to that call's value, prepared by `output_field` as the ORM prepares it."""
+
+    def __init__(self, name: str, output_field: models.Field) -> None:
+        super().__init__(output_field=output_field)
+        self.name = name
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        return "%s", [self]
+
+
+_PARAM_FIELDS: dict[type, Callable[[], models.Field]] = {
+    datetime: models.DateTimeField,
+    date: models.DateField,
+    bool: models.BooleanField,
+    int: models.BigIntegerField,
+    str: models.TextField,
+}
+
+
+def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
+    """The model instances of `build(**values)` — a queryset of one model, as the ORM defines it —
+    through `QuerySet.raw`, its SQL compiled once per connection: `build` receives a `Param` for each
+    value (so the rule stays written once, in the ORM), and each call binds its own values. A plain
+    function of its arguments, as in `compiled`. tests/test_sql.py compares it with the ORM."""
+    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
+        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
+    conn = connections[DEFAULT_DB_ALIAS]
+    types = tuple((name, type(value)) for name, value in values.items())
+
+    def make(c: Any) -> tuple[type[M], str, tuple[Any, ...]]:
+        params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
+        queryset = build(**params)
+        sql, compiled_params = queryset.query.get_compiler(connection=c).as_sql()
+        return queryset.model, sql, tuple(compiled_params)
+
+    model, sql, params = memo(("instances", build, types), make)
+    bound = [
+        p.output_field.get_db_prep_value(values[p.name], conn) if isinstance(p, Param) else p for p in params
+    ]
+    return list(model.objects.raw(sql, bound))
+
+
+def probe() -> None:
+    """Connect once, to say at start-up whether the database can be reached. A pooled PostgreSQL
+    connection is opened directly, outside the pool (the pool would retry in the background for
+    its whole timeout, logging each try)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor == "postgresql" and conn.settings_dict["OPTIONS"].get("pool"):
+        with conn.wrap_database_errors:
+            conn.Database.connect(**conn.get_connection_params()).close()
+        return
+    conn.ensure_connection()
+
+
+def ping() -> None:
+    """One round trip to the database (raises when it cannot be reached)."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT 1")

@@ -1,0 +1,196 @@
+"""One-row lookups and inserts, compiled once per model: the hot path of every write."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+
+from operator_site.sql.compiled import memo
+
+M = TypeVar("M", bound=models.Model)
+
+
+# --- one-row lookups -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Select:
+    sql: str
+    attnames: tuple[str, ...]
+    # (column position, converters, the column expression they are given), as the ORM applies them
+    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
+    params: tuple[models.Field, ...]
+
+
+def _columns(conn: Any, model: type[models.Model], alias: str) -> tuple[str, tuple[str, ...], tuple]:
+    """The model's concrete columns as `alias.column`, their attnames, and their converters."""
+    meta = model._meta
+    quote = conn.ops.quote_name
+    converters = []
+    for position, field in enumerate(meta.concrete_fields):
+        # What SQLCompiler.get_converters finds for a plain column: the backend's, then the field's.
+        column = field.get_col(meta.db_table)
+        found = tuple(conn.ops.get_db_converters(column) + column.get_db_converters(conn))
+        if found:
+            converters.append((position, found, column))
+    select = ", ".join(f"{alias}.{quote(f.column)}" for f in meta.concrete_fields)
+    return select, tuple(f.attname for f in meta.concrete_fields), tuple(converters)
+
+
+def _select(conn: Any, model: type[models.Model], fields: tuple[str, ...]) -> _Select:
+    meta = model._meta
+    quote = conn.ops.quote_name
+    where = " AND ".join(f"t.{quote(meta.get_field(name).column)} = %s" for name in fields)
+    columns, attnames, converters = _columns(conn, model, "t")
+    return _Select(
+        # Identifiers from the model's metadata; every value is a parameter.
+        sql=f"SELECT {columns} FROM {quote(meta.db_table)} t WHERE {where}",  # noqa: S608
+        attnames=attnames,
+        converters=converters,
+        params=tuple(meta.get_field(name) for name in fields),
+    )
+
+
+def _instance(conn: Any, model: type[M], select: Any, row: Sequence[Any]) -> M:
+    values = list(row)
+    for position, converters, column in select.converters:
+        value = values[position]
+        for convert in converters:
+            value = convert(value, column, conn)
+        values[position] = value
+    return model.from_db(conn.alias, select.attnames, values)
+
+
+def rows_where(model: type[M], **equals: Any) -> list[M]:
+    """The rows whose fields equal the given values (in no particular order), as model instances
+    with every value converted as the ORM converts it (`Model.from_db`, the ORM's converters)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    select = memo(("rows_where", model, tuple(equals)), lambda c: _select(c, model, tuple(equals)))
+    given = zip(select.params, equals.values(), strict=True)
+    params = [field.get_db_prep_value(value, conn) for field, value in given]
+    with conn.cursor() as cursor:
+        cursor.execute(select.sql, params)
+        rows = cursor.fetchall()
+    return [_instance(conn, model, select, row) for row in rows]
+
+
+def row_where(model: type[M], **equals: Any) -> M | None:
+    """The row whose (unique) fields equal the given values, or None."""
+    rows = rows_where(model, **equals)
+    if len(rows) > 1:
+        raise ValueError(f"{model.__name__} lookup on {sorted(equals)} is not unique")
+    return rows[0] if rows else None
+
+
+# --- inserts ---------------------------------------------------------------------------------------
+@functools.cache
+def _insert(
+    model: type[models.Model], vendor: str, unless_conflict_on: tuple[str, ...] = ()
+) -> tuple[str, tuple[models.Field, ...]]:
+    from operator_site.models import AppendOnlyModel  # the models module appends through this one
+
+    # A new row of an append-only model is what its save() allows; any other save() override
+    # holds logic this must not skip.
+    if model.save not in (models.Model.save, AppendOnlyModel.save):
+        raise TypeError(f"{model.__name__} overrides save(); insert it through the ORM")
+    meta = model._meta
+    pk = meta.pk
+    # The primary key is left to the database when it generates it (an auto field).
+    fields = tuple(f for f in meta.concrete_fields if not (f is pk and f.db_returning))
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"  # noqa: S608
+    if unless_conflict_on:
+        # Only the named unique key is the arbiter: any other constraint still raises.
+        target = ", ".join(quote(meta.get_field(name).column) for name in unless_conflict_on)
+        sql += f" ON CONFLICT ({target}) DO NOTHING"
+    if pk.db_returning:
+        sql += f" RETURNING {quote(pk.column)}"
+    return sql, fields
+
+
+def insert_row(instance: M) -> M:
+    """INSERT `instance` (a new row) with one prepared statement; sets its primary key. What
+    `instance.save(force_insert=True)` writes, without compiling the statement per call."""
+    _execute_insert(instance, ())
+    return instance
+
+
+def insert_unless_conflict(instance: M, *unique_fields: str) -> bool:
+    """INSERT `instance` unless a row with the same values of `unique_fields` (exactly the fields
+    of one unique constraint) exists; True if it was inserted.
+
+    `INSERT … ON CONFLICT (…) DO NOTHING`: the unique constraint decides, also between concurrent
+    writers (on PostgreSQL the second waits for the first to commit or roll back), and a duplicate
+    costs no error — so no savepoint is needed around it (two round trips on PostgreSQL) and the
+    transaction stays usable for reading the row that won. (`bulk_create(ignore_conflicts=True)`
+    names no arbiter — any constraint would be ignored — and sets no primary key on PostgreSQL.)"""
+    if not unique_fields:
+        raise ValueError("name the fields of the unique constraint that decides")
+    return _execute_insert(instance, unique_fields)
+
+
+def _execute_insert(instance: M, unless_conflict_on: tuple[str, ...]) -> bool:
+    model = type(instance)
+    # The connection itself, looked up once: every `connection.x` through Django's proxy is a
+    # context-local lookup, and preparing the values of a wide row makes dozens of them.
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql, fields = _insert(model, conn.vendor, unless_conflict_on)
+    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+    returning = model._meta.pk.db_returning
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        if returning:
+            row = cursor.fetchone()
+            inserted = row is not None
+            if inserted:
+                setattr(instance, model._meta.pk.attname, row[0])
+        else:
+            inserted = cursor.rowcount > 0
+    if inserted:
+        instance._state.adding = False
+        instance._state.db = conn.alias
+    return inserted
+
+
+def create_row(model: type[M], **values: Any) -> M:
+    """`model.objects.create(**values)` through insert_row()."""
+    return insert_row(model(**values))
+
+
+def insert_async_commit(instance: M) -> M:
+    """INSERT `instance` on its own, committed without waiting for the WAL flush on PostgreSQL
+    (`synchronous_commit = off` for this one transaction; SQLite and a caller's open transaction:
+    a plain insert_row). For a row whose loss in a database crash loses nothing of the person's
+    state: the audit row of a read (docs/performance.md has the trade-off). One round trip: the
+    transaction, its setting, the insert and the commit go as one simple-protocol message, the
+    values bound by psycopg on the client."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql" or conn.in_atomic_block:
+        return insert_row(instance)
+    model = type(instance)
+    sql, fields = _insert(model, conn.vendor, ())
+    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+    conn.ensure_connection()
+    raw = psycopg.ClientCursor(conn.connection)
+    # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
+    cursor = conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
+    with cursor:
+        batch = f"BEGIN; SET LOCAL synchronous_commit TO OFF; {sql}; COMMIT"
+        try:
+            cursor.execute(batch, params)
+        except BaseException:
+            if not conn.connection.closed and conn.connection.info.transaction_status:
+                conn.connection.rollback()
+            raise
+        if model._meta.pk.db_returning:
+            raw.nextset()  # past SET LOCAL's empty result to the insert's
+            raw.nextset()
+            setattr(instance, model._meta.pk.attname, raw.fetchone()[0])
+    instance._state.adding = False
+    instance._state.db = conn.alias
+    return instance

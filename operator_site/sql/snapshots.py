@@ -1,0 +1,81 @@
+"""The read and export snapshots, and the raw inserts an import needs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import psycopg
+from django.core.management.color import no_style
+from django.db import DEFAULT_DB_ALIAS, connection, models, transaction
+
+
+# --- snapshots ---------------------------------------------------------------------------------------
+@contextmanager
+def read_snapshot() -> Iterator[None]:
+    """One snapshot for a read of several queries, so its counts and lists agree under concurrent
+    writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
+    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
+    attributes), so the price is that statement and the COMMIT. On SQLite a transaction already is
+    one snapshot. Inside a caller's transaction there is nothing to open (its isolation is the
+    caller's)."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    saved = (raw.isolation_level, raw.read_only)
+    raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with transaction.atomic():
+            yield
+    finally:
+        if not raw.closed:
+            raw.isolation_level, raw.read_only = saved
+
+
+@contextmanager
+def export_snapshot() -> Iterator[None]:
+    """One consistent view of the whole database for an export, without blocking writers: a
+    read-only REPEATABLE READ transaction on PostgreSQL, a DEFERRED read transaction on SQLite
+    (Django's transactions here are IMMEDIATE and would take the write lock; a DEFERRED one holds a
+    WAL snapshot and lets writers go on). Inside a caller's transaction: that is the snapshot."""
+    if connection.in_atomic_block:
+        yield
+        return
+    if connection.vendor == "postgresql":
+        with read_snapshot():
+            yield
+        return
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            cursor.execute("COMMIT")
+
+
+def insert_raw(model: type[models.Model], objects: list[models.Model]) -> None:
+    """INSERT the rows exactly as given (a restore: no auto_now, no save() override, no signal),
+    in batches the backend can take. `bulk_create` would run each field's pre_save (auto_now_add
+    would overwrite the exported times), so this compiles the ORM's own raw insert."""
+    from django.db.models.sql import InsertQuery
+
+    fields = list(model._meta.local_concrete_fields)
+    size = connection.ops.bulk_batch_size(fields, objects) or len(objects) or 1
+    for start in range(0, len(objects), size):
+        query = InsertQuery(model)
+        query.insert_values(fields, objects[start : start + size], raw=True)
+        query.get_compiler(using=DEFAULT_DB_ALIAS).execute_sql(returning_fields=None)
+
+
+def reset_sequences(model_list: Sequence[type[models.Model]]) -> None:
+    """Move the id sequences of these tables past their rows (after rows were loaded with their
+    ids), with the statements Django's backend writes for it; SQLite needs none."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for sql in connection.ops.sequence_reset_sql(no_style(), list(model_list)):
+            cursor.execute(sql)
