@@ -20,7 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from intents.answers import APPROVAL_AFFORDANCES
+from intents.answers import APPROVAL_AFFORDANCES, with_decisions
 from intents.directives import normalise_topic
 from intents.gate import Action, GateResult, Verdict, evaluate, normalise_type
 from intents.models import (
@@ -544,6 +544,6 @@ def pending_approvals(limit: int = 50) -> list[Intent]:
     """Intents awaiting the person, oldest first (what the context packet shows)."""
     return list(
         Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
-        .prefetch_related("decisions")  # intent_dict() reads the decision: no query per intent
+        .prefetch_related(with_decisions())  # intent_dict() reads the decision: no query per intent
         .order_by("created_at", "id")[:limit]
     )

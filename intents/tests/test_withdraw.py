@@ -10,9 +10,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from intents import approval, executor
+from intents import approval, executor, handlers
 from intents.models import Decision, Intent, IntentEvent
 from intents.tests.test_races import race
+from operator_site.models import Principal
 from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
@@ -34,18 +35,18 @@ def approved(agent: Any, record: Any, person: Any) -> Intent:
 # --- what Accept leads to ----------------------------------------------------------------------------------
 def test_follow_through_names_the_handler_or_says_nothing_will(settings: Any) -> None:
     settings.BRAIN_URL = ""
-    no_brain = executor.follow_through("note")
+    no_brain = handlers.follow_through("note")
     assert not no_brain["runs"] and "until a brain is configured" in no_brain["text"]
     assert no_brain["handler"] == "files_write"
-    no_handler = executor.follow_through("send_email")
+    no_handler = handlers.follow_through("send_email")
     assert not no_handler["runs"] and no_handler["handler"] is None
     assert "no handler for 'send_email'" in no_handler["text"] and "no_handler" in no_handler["text"]
-    proposal = executor.follow_through("world_model_change")
+    proposal = handlers.follow_through("world_model_change")
     assert proposal["runs"] and "at once" in proposal["text"]
     settings.BRAIN_URL = "http://brain.invalid/mcp"
-    with_brain = executor.follow_through("note")
+    with_brain = handlers.follow_through("note")
     assert with_brain["runs"] and "files_write" in with_brain["text"] and "`" not in with_brain["text"]
-    assert not executor.follow_through("send_email")["runs"]  # a brain does not give email a handler
+    assert not handlers.follow_through("send_email")["runs"]  # a brain does not give email a handler
 
 
 def test_the_approval_page_and_accept_say_what_happens_next(
@@ -84,14 +85,20 @@ def test_withdraw_cancels_an_unclaimed_approval_and_records_who(person: Any, app
     assert event.note == "not now"
     # The executor then finds nothing to claim.
     claim = executor.claim_next(
-        principal=executor.executor_principal(), lease_s=120, holder="x", now=timezone.now()
+        principal=Principal.objects.service(executor.EXECUTOR_PRINCIPAL),
+        lease_s=120,
+        holder="x",
+        now=timezone.now(),
     )
     assert claim is None
 
 
 def test_withdraw_after_the_executor_claimed_is_refused(person: Any, approved: Intent) -> None:
     claim = executor.claim_next(
-        principal=executor.executor_principal(), lease_s=120, holder="x", now=timezone.now()
+        principal=Principal.objects.service(executor.EXECUTOR_PRINCIPAL),
+        lease_s=120,
+        holder="x",
+        now=timezone.now(),
     )
     assert claim is not None and claim.intent.pk == approved.pk
     with pytest.raises(Refusal) as refused:
@@ -150,7 +157,7 @@ def test_withdraw_and_the_executors_claim_race_and_exactly_one_wins(owner: Any, 
     from intents import lifecycle
 
     person = owner.principal.user
-    principal = executor.executor_principal()
+    principal = Principal.objects.service(executor.EXECUTOR_PRINCIPAL)
     outcomes = set()
     for round_ in range(10):
         with transaction.atomic():

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from goals.models import Task
 from goals.services import task_dict
-from intents.answers import decision_dict, intent_dict
+from intents.answers import decision_dict, intent_dict, with_decisions
 from intents.models import Decision, Intent
 from operator_site.cross_domain.reads.common import (
     STATE_DEFAULT_LIMIT,
@@ -72,7 +72,7 @@ def state(
         "tasks": (Task.objects.select_related("updated_by", "goal", "project"), task_dict),
         "decisions": (Decision.objects.select_related("decided_by"), decision_dict),
         "audit": (AuditEvent.objects.select_related("principal"), audit_dict),
-        "intents": (Intent.objects.prefetch_related("decisions"), intent_dict),
+        "intents": (Intent.objects.prefetch_related(with_decisions()), intent_dict),
         "runs": (Run.objects.select_related("holder", "day", "ended_by"), lambda r: run_dict(r, now)),
     }
     out: dict[str, Any] = {}
