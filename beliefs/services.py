@@ -17,6 +17,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from beliefs.answers import BeliefAnswer, InstructionAnswer
 from beliefs.evidence import GATE, ApprovalEvidence, Claim, Confirmation
 from beliefs.models import (
     BELIEF_KINDS,
@@ -140,7 +141,7 @@ def record_instruction(
     )
 
 
-def instruction_dict(row: Instruction) -> dict[str, Any]:
+def instruction_dict(row: Instruction) -> InstructionAnswer:
     return {
         "id": row.id,
         "kind": row.kind,
@@ -419,7 +420,7 @@ VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 
 
 # --- reading ----------------------------------------------------------------------------------------
-def belief_dict(image: Image) -> dict[str, Any]:
+def belief_dict(image: Image) -> BeliefAnswer:
     return {
         "key": image["key"],
         "value": image["value"],

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from goals.answers import DecisionLogAnswer, LinkAnswer, TaskAnswer
 from goals.models import DecisionLogEntry, Task
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
@@ -130,7 +131,7 @@ def _create_by_key(
     return task, True
 
 
-def task_dict(task: Task) -> dict[str, Any]:
+def task_dict(task: Task) -> TaskAnswer:
     return {
         "id": task.id,
         "key": task.key,
@@ -148,7 +149,7 @@ def task_dict(task: Task) -> dict[str, Any]:
     }
 
 
-def _linked(item: Any) -> dict[str, Any]:
+def _linked(item: Any) -> LinkAnswer:
     """A task's goal or project, briefly. A link to an item whose addition was undone shows as
     status "absent" (the link comes back to life if that undo is undone)."""
     label = getattr(item, "title", None) or getattr(item, "name", "")
@@ -259,7 +260,7 @@ def verify_log() -> ChainCheck:
     return ChainCheck(count)
 
 
-def entry_dict(entry: DecisionLogEntry) -> dict[str, Any]:
+def entry_dict(entry: DecisionLogEntry) -> DecisionLogAnswer:
     return {
         "id": entry.id,
         "title": entry.title,

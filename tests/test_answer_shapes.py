@@ -1,4 +1,4 @@
-"""The declared answer shapes (`intents/answers.py`, `runs/answers.py`) are what the tools answer: the
+"""The declared answer shapes (`<app>/answers.py` of beliefs, goals, intents and runs) are what the
 real tools over the in-process MCP client, and every answer's keys exactly its shape's keys, so a
 shape and the function that builds it cannot drift apart."""
 
@@ -9,6 +9,15 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from beliefs.answers import BeliefAnswer, InstructionAnswer, SourceAnswer
+from goals.answers import (
+    DecisionLogAnswer,
+    GoalAnswer,
+    LinkAnswer,
+    PriorityAnswer,
+    ProjectAnswer,
+    TaskAnswer,
+)
 from intents.answers import (
     DecisionAnswer,
     DirectiveAnswer,
@@ -142,3 +151,70 @@ async def test_every_answer_has_exactly_the_keys_of_its_declared_shape(agent) ->
     check(fenced["items"][0], ObservationAnswer, "fenced_observations (an item)")
 
     assert check.seen == set(SHAPES), f"shapes never checked: {set(SHAPES) - check.seen}"
+
+
+async def test_beliefs_and_goals_answers_have_exactly_their_declared_keys(owner) -> None:
+    """The same check for the beliefs and goals apps' shapes (the person's token: goal-model and
+    high-stakes writes need the person's words, which this test does not stage)."""
+    check = Checked()
+    async with mcp_client(owner.token) as client:
+
+        async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            answer = tool_json(await client.call_tool(name, arguments))
+            assert answer.get("ok") is not False, (name, answer)
+            return answer
+
+        said = await call("operator_record_instruction", {"text": "Call me Sam.", "kind": "instruction"})
+        check(said["instruction"], InstructionAnswer, "operator_record_instruction")
+        await call(
+            "operator_update_world_model",
+            {"changes": [{"op": "add", "kind": "preference", "key": "tea", "value": "green"}]},
+        )
+        world = await call("operator_user_world_model", {})
+        beliefs = [b for items in world["beliefs"].values() for b in items]
+        assert beliefs, world
+        check(beliefs[0], BeliefAnswer, "operator_user_world_model")
+        check(beliefs[0]["source"], SourceAnswer, "a belief's source")
+
+        words = "I want to run a marathon. Health first."
+        await call("operator_record_instruction", {"text": words, "kind": "instruction"})
+        await call(
+            "operator_reconcile_goal_model",
+            {
+                "changes": [
+                    {"entity": "goal", "op": "add", "fields": {"title": "Run a marathon", "importance": 1}},
+                    {"entity": "priority", "op": "add", "fields": {"name": "Health first", "position": 1}},
+                    {
+                        "entity": "project",
+                        "op": "add",
+                        "fields": {"title": "Marathon plan", "goal": "Run a marathon"},
+                    },
+                ],
+                "confirmedInConversation": True,
+                "confirmationQuote": words,
+            },
+        )
+        task = await call("operator_update_task", {"key": "shoes", "patch": {"title": "Buy shoes"}})
+        check(task["task"], TaskAnswer, "operator_update_task")
+        entry = await call(
+            "operator_log_decision",
+            {"title": "Shoes", "decision": "buy", "rationale": "worn out", "alternatives": ["wait"]},
+        )
+        check(entry["entry"], DecisionLogAnswer, "operator_log_decision")
+        packet = await call("operator_context_packet", {})
+        goals = packet["goals"]
+        check(goals["active"]["items"][0], GoalAnswer, "the packet's goals")
+        check(goals["priorities"]["items"][0], PriorityAnswer, "the packet's priorities")
+        check(goals["projects"]["items"][0], ProjectAnswer, "the packet's projects")
+        check(goals["projects"]["items"][0]["goal"], LinkAnswer, "a project's goal")
+    assert check.seen == {
+        InstructionAnswer,
+        BeliefAnswer,
+        SourceAnswer,
+        TaskAnswer,
+        DecisionLogAnswer,
+        GoalAnswer,
+        PriorityAnswer,
+        ProjectAnswer,
+        LinkAnswer,
+    }

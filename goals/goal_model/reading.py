@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 
+from goals.answers import GoalAnswer, PriorityAnswer, ProjectAnswer
 from goals.goal_model.kinds import GOAL, KINDS, ORDERED, PRIORITY, PROJECT, REMOVED, split_entity
 from goals.goal_model.state import GOAL_MODEL, State, current_version, image_of, resolve
 from goals.goal_model.versioning import VERSIONED
@@ -22,7 +23,7 @@ def goal_image(goal_id: int) -> Image:
     return {**image_of(GOAL, row), "importance": row.importance}
 
 
-def goal_dict(image: Image) -> dict[str, Any]:
+def goal_dict(image: Image) -> GoalAnswer:
     return {
         "id": image["id"],
         "title": image["title"],
@@ -51,7 +52,7 @@ def ranked_goals_query(statuses: tuple[str, ...] | None = ("active",), limit: in
     return rows[: max(0, limit)]
 
 
-def ranked_goal_dicts(rows: Iterable[Goal]) -> list[dict[str, Any]]:
+def ranked_goal_dicts(rows: Iterable[Goal]) -> list[GoalAnswer]:
     return [goal_dict({**image_of(GOAL, g), "importance": g.importance}) for g in rows]
 
 
@@ -64,7 +65,7 @@ def ordered_priorities_query(limit: int = 50) -> QuerySet[Priority]:
     return Priority.objects.filter(position__isnull=False).order_by("position")[: max(0, limit)]
 
 
-def priority_dicts(rows: Iterable[Priority]) -> list[dict[str, Any]]:
+def priority_dicts(rows: Iterable[Priority]) -> list[PriorityAnswer]:
     return [{"id": p.pk, "name": p.name, "detail": p.detail or None, "position": p.position} for p in rows]
 
 
@@ -90,7 +91,7 @@ def project_list_query(
     return rows.order_by(F("goal__importance").asc(nulls_last=True), "title", "id")[: max(0, limit)]
 
 
-def project_dict(project: Project) -> dict[str, Any]:
+def project_dict(project: Project) -> ProjectAnswer:
     goal = project.goal
     return {
         "id": project.pk,
