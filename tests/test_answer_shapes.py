@@ -1,6 +1,6 @@
 """The declared answer shapes (`<app>/answers.py` of beliefs, goals, intents and runs) are what the
-real tools over the in-process MCP client, and every answer's keys exactly its shape's keys, so a
-shape and the function that builds it cannot drift apart."""
+tools answer: the real tools over the in-process MCP client, and every answer's keys exactly its
+shape's keys, so a shape and the function that builds it cannot drift apart."""
 
 from __future__ import annotations
 
