@@ -186,8 +186,8 @@ def entry_hash(
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-# An arbitrary constant naming "the decision log's head" for PostgreSQL's transaction-level advisory lock.
-_LOG_LOCK_KEY = 0x6F70_6C6F67  # "oplog"
+# The decision log's head is taken under one advisory lock (a name, like every lock: sql.lock_key).
+_LOG_LOCK = "operator.decision_log"
 
 
 @transaction.atomic
@@ -207,7 +207,7 @@ def log_decision(
     cannot hold it past its transaction), on SQLite the IMMEDIATE write lock — so each append reads
     the true head. The unique `prev_hash` is the backstop: a fork cannot be stored at all.
     """
-    advisory_xact_lock(_LOG_LOCK_KEY)
+    advisory_xact_lock(_LOG_LOCK)
     head = DecisionLogEntry.objects.order_by("-id").values_list("entry_hash", flat=True).first()
     prev = head or DecisionLogEntry.GENESIS
     fields = {

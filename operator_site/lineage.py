@@ -17,7 +17,7 @@ from django.utils import timezone
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 from operator_site.refusals import Refusal, VersionConflict
-from operator_site.sql import advisory_xact_lock, insert_unless_conflict, lock_key, max_value
+from operator_site.sql import advisory_xact_lock, insert_unless_conflict, max_value
 
 Image = dict[str, Any]
 
@@ -295,7 +295,7 @@ class Lineage:
         (docs/lineage.md, "Why writers queue anyway"). SQLite's write transactions already run one
         at a time.
         """
-        advisory_xact_lock(lock_key(f"operator.lineage:{self.version_model._meta.db_table}"))
+        advisory_xact_lock(f"operator.lineage:{self.version_model._meta.db_table}")
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:

@@ -22,15 +22,14 @@ def lock_key(name: str) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def advisory_xact_lock(name: str | int) -> None:
+def advisory_xact_lock(name: str) -> None:
     """Queue behind any other transaction holding the lock `name`, until this transaction ends
     (PostgreSQL `pg_advisory_xact_lock` on `lock_key(name)`; released at commit or rollback, so a
     hung client cannot hold it past its transaction). SQLite needs none: its write transactions run
-    one at a time. Pass the lock's name; an int is taken as a key already made (callers that still
-    pass one: goals/services.py, operator_site/lineage.py — to go once they pass their names)."""
+    one at a time."""
     if connection.vendor != "postgresql":
         return
-    key = lock_key(name) if isinstance(name, str) else name
+    key = lock_key(name)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
