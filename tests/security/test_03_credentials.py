@@ -101,7 +101,14 @@ async def test_bad_credentials_get_401_and_write_nothing(principals, scorecard, 
         for name, headers in [
             ("api/tools without a token", {}),
             ("api/tools with a prefix", {"Authorization": f"Bearer {owner.token[:-2]}"}),
-            ("api/intents with the owner's bearer", {"Authorization": f"Bearer {owner.token}"}),
+            # The human API takes a person's token (the owner's is one) — never an agent's, a revoked
+            # person's or a prefix of the owner's.
+            (
+                "api/intents with an agent's bearer",
+                {"Authorization": f"Bearer {principals['full_agent'].token}"},
+            ),
+            ("api/intents with a revoked person's bearer", {"Authorization": f"Bearer {victim.token}"}),
+            ("api/intents with a prefix", {"Authorization": f"Bearer {owner.token[:-2]}"}),
         ]:
             path = "/api/intents/pending" if "intents" in name else "/api/tools"
             response = await http.get(path, headers=headers)
@@ -112,7 +119,7 @@ async def test_bad_credentials_get_401_and_write_nothing(principals, scorecard, 
     scorecard(
         3,
         "bad credentials: 401 and nothing written",
-        cases=len(cases) + 3,
+        cases=len(cases) + 5,
         bypasses=len(bypasses) + len(changed),
         bypass_detail=bypasses,
         tables_changed=changed,
