@@ -124,22 +124,32 @@ def test_the_packet_over_a_full_operator_is_still_three_statements(agent, owner)
 
 
 @pytest.mark.anyio
-async def test_inline_units_of_work_reuse_the_loop_threads_one_connection(agent, monkeypatch) -> None:
-    """SQLite runs each unit of work on the event-loop thread: every request there uses the loop
-    thread's one persistent connection (Django would otherwise open one per request's context)."""
+async def test_inline_units_of_work_reuse_the_loop_threads_one_connection(
+    agent, monkeypatch, settings
+) -> None:
+    """Inline mode (SQLite's default; `OPERATOR_DB_INLINE=true` elsewhere) runs each unit of work on
+    the event-loop thread: every request there uses the loop thread's one persistent connection
+    (Django would otherwise open one per request's context). Forced on, so it runs on both."""
     from operator_site.face import db as face_db
     from tests.fixtures import asgi_http, call
 
-    if not face_db.runs_inline():
-        pytest.skip("units of work run inline only on SQLite (by default)")
+    settings.OPERATOR_DB_INLINE = "true"
+    assert face_db.runs_inline()
     seen = set()
-    async with asgi_http(agent.token) as http:
-        assert (await call(http, "operator_list_directives", {}))["ok"] is True
-        # The tests run with DATABASE_CONN_MAX_AGE=0 (tests/plugin.py); the service keeps 300 s.
-        monkeypatch.setitem(face_db._loop.connection.settings_dict, "CONN_MAX_AGE", 300)
-        for _ in range(3):
+    try:
+        async with asgi_http(agent.token) as http:
             assert (await call(http, "operator_list_directives", {}))["ok"] is True
-            raw = face_db._loop.connection.connection
-            assert raw is not None
-            seen.add(id(raw))
+            # The tests run with DATABASE_CONN_MAX_AGE=0 (tests/plugin.py); the service keeps 300 s.
+            monkeypatch.setitem(face_db._loop.connection.settings_dict, "CONN_MAX_AGE", 300)
+            for _ in range(3):
+                assert (await call(http, "operator_list_directives", {}))["ok"] is True
+                raw = face_db._loop.connection.connection
+                assert raw is not None
+                seen.add(id(raw))
+    finally:
+        # The kept connection must not outlive the test (PostgreSQL refuses to drop a test
+        # database a session still uses).
+        kept = getattr(face_db._loop, "connection", None)
+        if kept is not None:
+            kept.close()
     assert len(seen) == 1
