@@ -26,10 +26,29 @@ def capped_figures(
     value of its first row. Each of `fixed`, (build, args), adds the (counts, maxima) of
     `build(*args)`, compiled once per connection (a plain function of its arguments, as in
     `compiled`)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    names, parts, params = figure_parts(counts, maxima, cap=cap, fixed=fixed, conn=conn)
+    if not parts:
+        return {}
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(names, row, strict=True))
+
+
+def figure_parts(
+    counts: Mapping[str, QuerySet[Any]],
+    maxima: Mapping[str, QuerySet[Any]],
+    *,
+    cap: int,
+    fixed: Iterable[tuple[Callable[..., Any], tuple[Any, ...]]],
+    conn: Any,
+) -> tuple[list[str], list[str], list[Any]]:
+    """The names, scalar subqueries and parameters of `capped_figures` (also `read_many`'s): the
+    fixed builders' parts compiled once per connection, then those of `counts` and `maxima`."""
     names: list[str] = []
     parts: list[str] = []
     params: list[Any] = []
-    conn = connections[DEFAULT_DB_ALIAS]
     for n, (build, args) in enumerate(fixed):
         if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
             raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
@@ -43,15 +62,7 @@ def capped_figures(
         parts += got[1]
         params += got[2]
     more = _figure_sql(counts, maxima, cap=cap, prefix="v", conn=conn)
-    names += more[0]
-    parts += more[1]
-    params += more[2]
-    if not parts:
-        return {}
-    with conn.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(names, row, strict=True))
+    return names + more[0], parts + more[1], params + more[2]
 
 
 def _figure_sql(

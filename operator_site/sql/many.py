@@ -13,7 +13,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import QuerySet
 
 from operator_site.sql.compiled import memo
-from operator_site.sql.figures import _figure_sql
+from operator_site.sql.figures import figure_parts
 
 
 # --- many lists in one statement -------------------------------------------------------------------
@@ -169,28 +169,16 @@ def read_many(
     tests/test_sql.py compares every list with the ORM's on both databases."""
     conn = connections[DEFAULT_DB_ALIAS]
     plans = {name: _list_plan_of(conn, rows) for name, rows in lists.items()}
-    names: list[str] = []
     parts: list[str] = []
     params: list[Any] = []
     for plan in plans.values():
         parts.append(plan.sql)
         params.extend(plan.params)
-    for n, (build, args) in enumerate(fixed_figures):
-        if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
-            raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
-        got = memo(
-            ("capped_figures", build, args, cap, n),
-            lambda c, build=build, args=args, n=n: _figure_sql(
-                *build(*args), cap=cap, prefix=f"f{n}_", conn=c
-            ),
-        )
-        names += got[0]
-        parts += got[1]
-        params += got[2]
-    more = _figure_sql(counts or {}, maxima or {}, cap=cap, prefix="v", conn=conn)
-    names += more[0]
-    parts += more[1]
-    params += more[2]
+    names, figure_sql, figure_params = figure_parts(
+        counts or {}, maxima or {}, cap=cap, fixed=fixed_figures, conn=conn
+    )
+    parts += figure_sql
+    params += figure_params
     with conn.cursor() as cursor:
         cursor.execute("SELECT " + ", ".join(parts), params)
         row = cursor.fetchone()
