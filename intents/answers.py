@@ -113,7 +113,7 @@ def with_decisions() -> Prefetch:
     return Prefetch("decisions", queryset=Decision.objects.order_by("pk"), to_attr="prefetched_decisions")
 
 
-def _first_decision(intent: Intent) -> Decision | None:
+def first_decision(intent: Intent) -> Decision | None:
     """The intent's (first) decision: the one record_intent has just opened, or the first of those a
     listing prefetched (`with_decisions`), or one query."""
     if not intent.pk:
@@ -141,7 +141,7 @@ def intent_dict(intent: Intent, *, created: bool | None = None) -> IntentAnswer 
     }
     if created is not None:
         row["created"] = created
-    decision = _first_decision(intent)
+    decision = first_decision(intent)
     row.update(
         {
             "recipient": intent.recipient or None,

@@ -27,7 +27,7 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer, SessionAuthIsStaff
 
 from intents import approval
-from intents.answers import decision_dict, intent_dict
+from intents.answers import decision_dict, first_decision, intent_dict
 from intents.handlers import follow_through
 from intents.lifecycle import pending_approvals
 from intents.models import Intent
@@ -95,7 +95,7 @@ class WithdrawIn(Schema):
 
 
 def _with_seen(intent: Intent) -> dict[str, Any]:
-    decision = intent.decisions.first()
+    decision = first_decision(intent)
     return {
         **intent_dict(intent),
         "seen": intent.payload_digest,

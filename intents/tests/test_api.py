@@ -54,6 +54,28 @@ def test_show_and_pending_give_the_digest_to_decide_on(person, pending) -> None:
     assert client.get("/api/intents/424242").status_code == 404
 
 
+def test_the_queue_reads_its_decisions_in_one_query_whatever_its_length(person, agent, record) -> None:
+    """Each intent's decision comes from the listing's prefetch: no query per intent."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client, _ = person
+
+    def queue_queries() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as seen:
+            rows = client.get("/api/intents/pending").json()
+        assert all(row["decision"]["status"] == "pending" for row in rows)
+        return len(rows), len(seen)
+
+    record(agent, title="One renewal")
+    few = queue_queries()
+    for n in range(5):
+        record(agent, title=f"Renewal {n}")
+    many = queue_queries()
+    assert (few[0], many[0]) == (1, 6)
+    assert many[1] == few[1], f"{few[1]} queries for 1 intent, {many[1]} for 6"
+
+
 def test_accept(person, pending) -> None:
     client, token = person
     response = decide(client, pending.pk, token, decision="accept", seen=pending.payload_digest, note="ok")
