@@ -11,14 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from intents import answers, decisions, directives, lifecycle
 from operator_site.display import Identifier
 from operator_site.face.dispatch import ToolCall
-from operator_site.face.registry import ToolArgs, ToolClass, tool
+from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
 DirectiveKind = Literal["quiet", "topic_mute", "focus"]
-ACTOR_FIELD = Field(
-    None,
-    description="Accepted for compatibility and never trusted: the acting identity is always the "
-    "bearer token's principal.",
-)
 
 
 class SetDirectiveArgs(ToolArgs):
@@ -36,7 +31,7 @@ class SetDirectiveArgs(ToolArgs):
         description="How long the directive stays in force (1..1440, default 60).",
     )
     reason: str | None = Field(None, max_length=500, description="Why, in the person's words.")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -70,7 +65,7 @@ class ClearDirectiveArgs(ToolArgs):
     id: int | None = Field(None, ge=1, description="Lift this one directive.")
     kind: DirectiveKind | None = Field(None, description="Lift every directive of this kind.")
     all: bool | None = Field(None, description="true: lift every directive in force.")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -167,7 +162,7 @@ class ActionSpec(BaseModel):
 
 class RecordActionIntentArgs(ToolArgs):
     action: ActionSpec = Field(description="The typed action; the gate stamps its verdict.")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -231,7 +226,7 @@ class UpdateActionIntentArgs(ToolArgs):
         "(the person approves); to reject an intent awaiting approval, use operator_update_decision.",
     )
     note: str | None = Field(None, max_length=2000, description="Why, for the intent's history.")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -267,7 +262,7 @@ class UpdateDecisionArgs(ToolArgs):
         description="pending, parked or rejected. `approved` is refused: approval is a human act.",
     )
     note: str | None = Field(None, max_length=2000, description="Why, kept on the decision.")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(

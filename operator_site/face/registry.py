@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import autodiscover_modules
 from mcp_types import Tool, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     from operator_site.face.dispatch import ToolCall
@@ -96,6 +96,12 @@ def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
             numeric.add(name)
     return frozenset(numeric)
 
+
+# The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never
+# trusted. Declared once so every tool publishes the same words: `actor: Any = CLAIMED_ACTOR`.
+CLAIMED_ACTOR: Any = Field(
+    None, description="Accepted, never trusted: the acting identity is always the bearer token's principal."
+)
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
@@ -179,15 +185,36 @@ def compact_schema(schema: Any) -> Any:
         elif not ((key in _NOISE and isinstance(value, str)) or (key == "default" and value is None)):
             out[key] = compact_schema(value)
     options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+    if isinstance(options, list) and all(_bare_type(option) for option in options):
+        # `anyOf: [{type: integer}, {type: string}, {type: null}]` says `type: [integer, string, null]`.
+        out = {k: v for k, v in out.items() if k != "anyOf"} | {"type": [o["type"] for o in options]}
+    elif isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         (other,) = [option for option in options if option != {"type": "null"}]
         kind = other.get("type")
-        if isinstance(kind, str) and "$ref" not in other:
-            merged = {**{k: v for k, v in out.items() if k != "anyOf"}, **other, "type": [kind, "null"]}
-            if "enum" in merged:
-                merged["enum"] = [*merged["enum"], None]
-            return merged
+        if "$ref" not in other and (isinstance(kind, str) or (kind is None and "enum" in other)):
+            out = {k: v for k, v in out.items() if k != "anyOf"} | other
+            if kind is not None:
+                out["type"] = [kind, "null"]
+            if "enum" in out:
+                out["enum"] = [*out["enum"], None]
+    if isinstance(out.get("enum"), list) and "type" in out and _enum_fits_type(out["enum"], out["type"]):
+        # An enum names every value it accepts; a `type` beside it adds nothing.
+        del out["type"]
     return out
+
+
+def _bare_type(option: Any) -> bool:
+    return isinstance(option, dict) and set(option) == {"type"} and isinstance(option["type"], str)
+
+
+_JSON_TYPES = {"string": str, "null": type(None), "boolean": bool}
+
+
+def _enum_fits_type(values: list[Any], kind: Any) -> bool:
+    """Every enum value is of the declared type, so dropping the type changes nothing accepted."""
+    kinds = kind if isinstance(kind, list) else [kind]
+    allowed = tuple(_JSON_TYPES[k] for k in kinds if k in _JSON_TYPES)
+    return len(allowed) == len(kinds) and all(type(value) in allowed for value in values)
 
 
 def tool(
