@@ -46,7 +46,10 @@ def anyio_backend() -> str:
 PACKET_MAX_BYTES = 150_000
 # The packet's queries, whatever the history holds (pinned: a change here is a decision; an empty
 # board asks one fewer).
-PACKET_QUERIES = 2  # the board window, then everything else in one statement (sql.read_many)
+# PostgreSQL: the board window, then everything else in one statement (sql.read_many). SQLite: the
+# board window, then one statement per list (15) and one for every figure (sql.read_many: no round
+# trips to save, and one SELECT of many lists costs SQLite more than one each).
+PACKET_QUERIES = 2 if connection.vendor == "postgresql" else 1 + 15 + 1
 
 MARKER = "IGNORE-ALL-PREVIOUS-INSTRUCTIONS-zq7"
 

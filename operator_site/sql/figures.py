@@ -1,11 +1,11 @@
-"""Many capped counts in one statement."""
+"""Many capped counts in one statement, and the scalar subqueries of a batched read."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import QuerySet
 
 from operator_site.sql.compiled import memo
@@ -27,13 +27,30 @@ def capped_figures(
     `build(*args)`, compiled once per connection (a plain function of its arguments, as in
     `compiled`)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    names, parts, params = figure_parts(counts, maxima, cap=cap, fixed=fixed, conn=conn)
+    names, parts = figure_parts(counts, maxima, cap=cap, fixed=fixed, conn=conn)
     if not parts:
         return {}
     with conn.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return dict(zip(names, row, strict=True))
+        cursor.execute("SELECT " + ", ".join(sql for sql, _ in parts), [p for _, ps in parts for p in ps])
+        return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+# A scalar subquery and its parameters.
+Part = tuple[str, tuple[Any, ...]]
+
+
+def select_scalars(conn: Any, statements: list[list[Part]]) -> list[Any]:
+    """The value of every scalar subquery, each inner list read as one `SELECT (a), (b), …`, all
+    from one snapshot (one transaction; a caller's own when there is one). Returns the values in
+    order, flattened."""
+    values: list[Any] = []
+    with transaction.atomic(using=conn.alias, savepoint=False), conn.cursor() as cursor:
+        for parts in statements:
+            if parts:
+                params = [p for _, ps in parts for p in ps]
+                cursor.execute("SELECT " + ", ".join(sql for sql, _ in parts), params)
+                values += cursor.fetchone()
+    return values
 
 
 def figure_parts(
@@ -43,12 +60,12 @@ def figure_parts(
     cap: int,
     fixed: Iterable[tuple[Callable[..., Any], tuple[Any, ...]]],
     conn: Any,
-) -> tuple[list[str], list[str], list[Any]]:
-    """The names, scalar subqueries and parameters of `capped_figures` (also `read_many`'s): the
-    fixed builders' parts compiled once per connection, then those of `counts` and `maxima`."""
+) -> tuple[list[str], list[Part]]:
+    """The names and scalar subqueries (with their parameters) of `capped_figures` (also
+    `read_many`'s): the fixed builders' parts compiled once per connection, then those of `counts`
+    and `maxima`."""
     names: list[str] = []
-    parts: list[str] = []
-    params: list[Any] = []
+    parts: list[Part] = []
     for n, (build, args) in enumerate(fixed):
         if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
             raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
@@ -60,9 +77,8 @@ def figure_parts(
         )
         names += got[0]
         parts += got[1]
-        params += got[2]
     more = _figure_sql(counts, maxima, cap=cap, prefix="v", conn=conn)
-    return names + more[0], parts + more[1], params + more[2]
+    return names + more[0], parts + more[1]
 
 
 def _figure_sql(
@@ -72,9 +88,8 @@ def _figure_sql(
     cap: int,
     prefix: str,
     conn: Any,
-) -> tuple[list[str], list[str], list[Any]]:
-    parts: list[str] = []
-    params: list[Any] = []
+) -> tuple[list[str], list[Part]]:
+    parts: list[Part] = []
     names: list[str] = []
     for i, (name, queryset) in enumerate(counts.items()):
         # An explicit order is kept (it can steer the database to a partial index); the model's
@@ -82,12 +97,10 @@ def _figure_sql(
         ordered = queryset if queryset.query.order_by else queryset.order_by()
         sql, sub_params = ordered.values("pk")[: cap + 1].query.get_compiler(connection=conn).as_sql()
         # `sql` is the ORM's own compilation of the queryset; every value stays a parameter.
-        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped_{prefix}{i})")  # noqa: S608
-        params.extend(sub_params)
+        parts.append((f"(SELECT COUNT(*) FROM ({sql}) AS capped_{prefix}{i})", tuple(sub_params)))  # noqa: S608
         names.append(name)
     for name, queryset in maxima.items():
         sql, sub_params = queryset[:1].query.get_compiler(connection=conn).as_sql()
-        parts.append(f"({sql})")
-        params.extend(sub_params)
+        parts.append((f"({sql})", tuple(sub_params)))
         names.append(name)
-    return names, parts, params
+    return names, parts

@@ -243,8 +243,9 @@ def context_packet(
     shown_lanes, lanes_left_out, lanes_left_out_is_lower_bound = _board(limits)
     shown_ids = tuple(i for _, ids in shown_lanes for i in ids)
 
-    # Everything else in ONE statement (sql.read_many): each list becomes one JSON array in the
-    # database, and every count of the packet is a capped scalar subquery of the same statement.
+    # Everything else from one snapshot (sql.read_many: ONE statement on PostgreSQL, a statement per
+    # list on SQLite): each list becomes one JSON array in the database, and every count of the
+    # packet is a capped scalar subquery.
     lists = {
         "day": Rows(_day_row, (day,)),
         "goals": Rows(ranked_goals_query, (("active",), limits.goals)),
