@@ -23,7 +23,8 @@ others). Sessions and rate-limit counters are not exported: they are transient.
 in ONE transaction, then verifies — row counts against the manifest, the decision log's hash
 chain, each lineage (versions 1..n, every change's pre-image equal to the previous post-image of
 its entity, the last post-image equal to the live row) — and rolls everything back if any check
-fails. It moves an operator between SQLite and PostgreSQL as well.
+fails. It moves an operator between SQLite and PostgreSQL as well. An archive written before a
+model moved between apps (`MOVED_MODELS`) imports with its labels read as the new ones.
 """
 
 from __future__ import annotations
