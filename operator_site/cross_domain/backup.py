@@ -42,6 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import django
 from django.apps import apps
 from django.core import serializers
 from django.core.management import call_command
@@ -49,6 +50,9 @@ from django.db import connection, models, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
+from beliefs.services import WORLD_MODEL
+from goals.goal_model import GOAL_MODEL
+from goals.services import verify_log
 from operator_site import __version__
 from operator_site.sql import export_snapshot, insert_raw, reset_sequences
 
@@ -217,8 +221,6 @@ def _file_sha256(path: Path) -> str:
 
 
 def _django_version() -> str:
-    import django
-
     return django.get_version()
 
 
@@ -244,10 +246,6 @@ def _readme(manifest: dict[str, Any]) -> str:
 # --- verification (at export, and after an import) -------------------------------------------------------
 def verify() -> dict[str, Any]:
     """The integrity checks: the decision log's hash chain and each lineage. Raises nothing."""
-    from beliefs.services import WORLD_MODEL
-    from goals.goal_model import GOAL_MODEL
-    from goals.services import verify_log
-
     log = verify_log()
     checks: dict[str, Any] = {
         "decision_log": {
