@@ -1,7 +1,9 @@
 """Confirmation evidence: a high-stakes change is authorised only by the person's own words saying
 this change. docs/world-model.md ("The evidence rule") states the six rules with examples; each
-failure is its own refusal naming the rule. The words the rules read are in `operator_site.wording`; the
-world model and the goal model (``scope="goal_model"``) run the same check, through `GATE`."""
+failure is its own refusal naming the rule. The words the rules read are in `operator_site.wording`,
+the rows they read in `operator_site.models` (`Instruction`, `ConfirmationUse`). The world model and
+the goal model (``scope="goal_model"``) run the same check, through `GATE`: it is the kernel's, so
+no domain depends on another for it."""
 
 from __future__ import annotations
 
