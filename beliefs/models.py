@@ -1,15 +1,14 @@
 """The beliefs app's tables: what the operator believes about the person (beliefs), how that model
-changed (world-model versions with exact lineage, see `operator_site.lineage`), and what the person
-said (instructions: the only rows a confirmation quote may come from)."""
+changed (world-model versions with exact lineage, see `operator_site.lineage`). What the person said
+(`Instruction`) is the kernel's (`operator_site.models`): goals and intents rely on it too."""
 
 from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
 
 from operator_site.lineage import ChangeRecord, VersionRecord
-from operator_site.models import AppendOnlyModel, Principal
+from operator_site.models import Instruction, Principal
 
 HIGH_STAKES_KINDS: tuple[str, ...] = ("identity", "goal", "behavior_policy", "constraint")
 LOW_STAKES_KINDS: tuple[str, ...] = ("preference", "note", "project", "risk")
@@ -18,37 +17,6 @@ BELIEF_KINDS: tuple[str, ...] = HIGH_STAKES_KINDS + LOW_STAKES_KINDS
 
 def stakes_of(kind: str) -> str:
     return "high" if kind in HIGH_STAKES_KINDS else "low"
-
-
-class Instruction(AppendOnlyModel):
-    """Something said to the operator: an instruction or a comment. Append-only (evidence must not
-    be editable after the fact). Only rows recorded by a human principal are `human_authored`, and
-    only those can ever back a confirmation quote; rows an agent records are kept, never evidence."""
-
-    class Kind(models.TextChoices):
-        INSTRUCTION = "instruction", "instruction"
-        COMMENT = "comment", "comment"
-
-    text = models.TextField()
-    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.INSTRUCTION)
-    channel = models.CharField(
-        max_length=40, blank=True, default="", help_text="Where it was said (chat, voice, admin…)."
-    )
-    refs = models.JSONField(null=True, blank=True, help_text="What it refers to (task ids, links…).")
-    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
-    actor = models.CharField(max_length=64, help_text="The recording principal (never a claim).")
-    human_authored = models.BooleanField(
-        default=False, help_text="Recorded by a human principal: the only rows that can be evidence."
-    )
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        ordering = ["-id"]
-        indexes = [models.Index(fields=["human_authored", "created_at"], name="instruction_evidence")]
-
-    def __str__(self) -> str:
-        text = " ".join(self.text.split())
-        return f"#{self.pk} {self.kind} by {self.actor}: {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 class Belief(models.Model):
@@ -136,34 +104,3 @@ class WorldModelChange(ChangeRecord):
 
     class Meta(ChangeRecord.Meta):
         verbose_name = "world-model change"
-
-
-class ConfirmationUse(AppendOnlyModel):
-    """One sentence of the person's authorises one change, once: the row that makes it so (UNIQUE
-    on instruction and sentence, so two concurrent writers cannot both spend the same sentence).
-    `sentence` is the sentence's position in the instruction (`beliefs.wording.split_sentences`);
-    `scope` names the model (`world_model`, `goal_model`), `subject` what the sentence authorised."""
-
-    instruction = models.ForeignKey(Instruction, on_delete=models.PROTECT, related_name="uses")
-    sentence = models.PositiveIntegerField(
-        null=True, blank=True, help_text="The sentence's position in the instruction (0: the first)."
-    )
-    scope = models.CharField(max_length=32)
-    subject = models.CharField(max_length=250)
-    version = models.PositiveBigIntegerField(help_text="The version of `scope` it authorised.")
-    span = models.TextField()
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["instruction", "sentence"], name="confirmation_once_per_sentence"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return (
-            f"instruction #{self.instruction_id} sentence {self.sentence} → {self.scope}:{self.subject} "
-            f"(v{self.version})"
-        )

@@ -18,25 +18,25 @@ from typing import Any
 from django.utils import timezone
 
 from beliefs.answers import BeliefAnswer, InstructionAnswer
-from beliefs.evidence import GATE, ApprovalEvidence, Claim, Confirmation
 from beliefs.models import (
     BELIEF_KINDS,
     HIGH_STAKES_KINDS,
     LOW_STAKES_KINDS,
     Belief,
-    Instruction,
     WorldModelChange,
     WorldModelVersion,
     stakes_of,
 )
-from beliefs.wording import key_words
 from operator_site import versioned
+from operator_site.evidence import GATE, Claim, Confirmation
 from operator_site.lineage import Committed, EntityChange, Image, Lineage
 from operator_site.lineage_revert import Reverter
-from operator_site.models import Notification, Principal
+from operator_site.models import Instruction, Notification, Principal
+from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
 from operator_site.sql import create_row, row_where
 from operator_site.versioned import VersionedModel, provenance, provenance_columns, provenance_of
+from operator_site.wording import key_words
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope
 MAX_KEY_CHARS = 120
@@ -277,7 +277,7 @@ def update_world_model(
     unchanged_since: int | None = None,
 ) -> dict[str, Any]:
     """Add, update or retire beliefs: all of the changes or none. High-stakes kinds need evidence
-    (`beliefs.evidence`): the person's words (`confirmed`, `quote`), or — for a proposal the person
+    (`operator_site.evidence`): the person's words (`confirmed`, `quote`), or — for a proposal the person
     accepted on the approval page — their `approval`, with `unchanged_since` the version it was
     proposed against (a target changed since refuses it). Every high-stakes write notifies the
     person."""

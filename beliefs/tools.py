@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from beliefs import services
-from beliefs.evidence import QUOTE_DESCRIPTION
 from beliefs.schemas import BeliefChange, BeliefKind
+from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 

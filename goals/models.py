@@ -14,9 +14,8 @@ from django.db import models
 from django.db.models import Manager, Q
 from django.utils import timezone
 
-from beliefs.models import Instruction
 from operator_site.lineage import ChangeRecord, VersionRecord
-from operator_site.models import AppendOnlyModel, Principal
+from operator_site.models import AppendOnlyModel, Instruction, Principal
 
 
 # --- the goal model ----------------------------------------------------------------------------------

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from beliefs.evidence import QUOTE_DESCRIPTION
 from goals import goal_model, services
 from goals.schemas import GoalModelChangeItem
 from operator_site.display import Identifier, IdOrIdentifier
+from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 

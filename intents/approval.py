@@ -20,7 +20,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from beliefs.models import Instruction
 from beliefs.services import record_instruction
 from intents.gate import Verdict
 from intents.lifecycle import describe_intent, log_event, move_intent, stamp, withdraw_approval_notice
@@ -32,7 +31,7 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.models import Principal
+from operator_site.models import Instruction, Principal
 from operator_site.refusals import Refusal
 
 CHANNELS = frozenset({"admin", "api"})
@@ -305,7 +304,7 @@ def respond_to_intent(
 ) -> Decision:
     """Respond: record the person's own words on the question; the intent stays pending.
 
-    The reply is a human-authored instruction (`beliefs.Instruction`, recorded by the person's
+    The reply is a human-authored instruction (`operator_site.Instruction`, recorded by the person's
     principal, refs `intent:<id>` and `decision:<id>`): it comes from a person's login, never from a
     token. The decision keeps the latest reply (`response`, `responded_by`, `responded_at`,
     `response_instruction_id`) for the agent to read; the history keeps every one.

@@ -257,7 +257,7 @@ class Decision(models.Model):
         Principal, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     responded_at = models.DateTimeField(null=True, blank=True)
-    # The same words as a human-authored `beliefs.Instruction` row (append-only, so a plain id is a
+    # The same words as a human-authored `operator_site.Instruction` row (append-only, so a plain id is a
     # stable reference; refs on that row point back here as "intent:<id>" and "decision:<id>").
     response_instruction_id = models.BigIntegerField(null=True, blank=True)
 

@@ -21,8 +21,9 @@ from django.utils.html import format_html
 
 from operator_site.face import door
 from operator_site.face.auth import revoke
-from operator_site.models import AuditEvent, Notification, Principal
+from operator_site.models import AuditEvent, Instruction, Notification, Principal
 from operator_site.revert_links import acknowledge, revert_handler, revert_token, revert_url
+from operator_site.views import human_principal
 
 
 def _last_int(query: QueryDict, name: str, default: int) -> int:
@@ -173,8 +174,6 @@ class NotificationAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Acknowledge the selected notices", permissions=["view"])
     def acknowledge_selected(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
-        from operator_site.views import human_principal
-
         principal = human_principal(request)
         if principal is None:
             messages.error(request, "Only a person on the human allowlist can acknowledge notices.")
@@ -213,8 +212,6 @@ class NotificationAdmin(ReadOnlyAdmin):
         return render(request, "operator/notice.html", self.notice_context(request, notice))
 
     def notice_context(self, request: HttpRequest, notice: Notification) -> dict[str, Any]:
-        from operator_site.views import human_principal
-
         handler = revert_handler(notice.subject_kind) if notice.subject_kind else None
         review = None
         undo_blocked = ""
@@ -244,8 +241,6 @@ class NotificationAdmin(ReadOnlyAdmin):
         """POST: "Looks right" — the person acknowledges one notice (one click, CSRF-checked by the
         admin). Only a staff login linked to an active human principal may; acknowledging twice says
         who did it first and changes nothing."""
-        from operator_site.views import human_principal
-
         if request.method != "POST":
             return HttpResponse(status=405, headers={"Allow": "POST"})
         if not self.has_view_permission(request):
@@ -278,3 +273,48 @@ def _intent_link(notice: Notification) -> str | None:
         return None
     name = "admin:intents_intent_decide" if prefix == "intent" else "admin:intents_intent_change"
     return reverse(name, args=[int(number)])
+
+
+# --- what the person said (the evidence rows, `operator_site.evidence`) ------------------------------
+def instruction_link(instruction_id: int | None, span: str) -> str:
+    """The evidence a version or an item relied on: a link to the instruction, and the quoted span."""
+    if not instruction_id:
+        return "—"
+    url = reverse("admin:operator_site_instruction_change", args=[instruction_id])
+    return format_html('instruction <a href="{}">#{}</a>: “{}”', url, instruction_id, span)
+
+
+@admin.register(Instruction)
+class InstructionAdmin(ReadOnlyAdmin):
+    """Read-only, except that a person on the human allowlist may add one (human-authored)."""
+
+    list_display = ("created_at", "kind", "short_text", "actor", "human_authored", "channel")
+    list_filter = ("kind", "human_authored", "channel")
+    search_fields = ("text",)
+    date_hierarchy = "created_at"
+    readonly_fields = ("text", "kind", "channel", "refs", "actor", "human_authored", "created_at")
+
+    @admin.display(description="text")
+    def short_text(self, obj: Instruction) -> str:
+        text = " ".join(obj.text.split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return human_principal(request) is not None and request.user.has_perm("operator_site.add_instruction")
+
+    def get_fields(self, request: HttpRequest, obj: Instruction | None = None) -> list[str]:
+        if obj is None:
+            return ["text", "kind", "channel"]
+        return list(self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Instruction | None = None) -> tuple[str, ...]:
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Instruction, form: Any, change: bool) -> None:
+        principal = human_principal(request)
+        if change or principal is None:
+            raise PermissionDenied
+        # The row is the person's own words, recorded by the person: human-authored evidence.
+        obj.principal, obj.actor, obj.human_authored = principal, principal.name, True
+        obj.channel = " ".join((obj.channel or "admin").split()).lower()[:40]
+        super().save_model(request, obj, form, change)

@@ -507,7 +507,7 @@ def notify_version(
 ) -> Notification:
     """The notice of one version — a change or a revert — carrying the one-tap revert link
     (subject ``scope``/version number): who did what, the app's ``lines`` (what changed), the
-    ``confirmation`` it relied on (its ``notice_lines()``: a `beliefs.evidence.Confirmation`'s
+    ``confirmation`` it relied on (its ``notice_lines()``: a `operator_site.evidence.Confirmation`'s
     instruction and quoted span, or an `ApprovalEvidence`'s decision), then ``closing``. Kind
     ``<scope>_change`` or ``<scope>_revert``; titled "<Label> v<n>: <summary>".
     A safety notice (`operator_site.notifications`) unless ``safety=False``: a version that touched

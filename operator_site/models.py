@@ -1,4 +1,6 @@
-"""Who may call the operator (principals) and what every call did (the audit trail)."""
+"""Who may call the operator (principals), what every call did (the audit trail), the notices to the
+person, and what the person said (instructions: the only evidence a high-stakes change may rest on,
+and which sentence of theirs authorised which change; the rules are `operator_site.evidence`)."""
 
 from __future__ import annotations
 
@@ -282,3 +284,69 @@ class RateCounter(models.Model):
 
     def __str__(self) -> str:
         return f"principal {self.principal_id}: {self.count} in window {self.window_no}"
+
+
+# --- evidence: what the person said, and which sentence authorised which change ---------------------
+# (the rules: `operator_site.evidence`; docs/world-model.md, "The evidence rule")
+class Instruction(AppendOnlyModel):
+    """Something said to the operator: an instruction or a comment. Append-only (evidence must not
+    be editable after the fact). Only rows recorded by a human principal are `human_authored`, and
+    only those can ever back a confirmation quote; rows an agent records are kept, never evidence."""
+
+    class Kind(models.TextChoices):
+        INSTRUCTION = "instruction", "instruction"
+        COMMENT = "comment", "comment"
+
+    text = models.TextField()
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.INSTRUCTION)
+    channel = models.CharField(
+        max_length=40, blank=True, default="", help_text="Where it was said (chat, voice, admin…)."
+    )
+    refs = models.JSONField(null=True, blank=True, help_text="What it refers to (task ids, links…).")
+    principal = models.ForeignKey(Principal, on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=64, help_text="The recording principal (never a claim).")
+    human_authored = models.BooleanField(
+        default=False, help_text="Recorded by a human principal: the only rows that can be evidence."
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "beliefs_instruction"  # the table it was created as (it moved from beliefs)
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["human_authored", "created_at"], name="instruction_evidence")]
+
+    def __str__(self) -> str:
+        text = " ".join(self.text.split())
+        return f"#{self.pk} {self.kind} by {self.actor}: {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+class ConfirmationUse(AppendOnlyModel):
+    """One sentence of the person's authorises one change, once: the row that makes it so (UNIQUE
+    on instruction and sentence, so two concurrent writers cannot both spend the same sentence).
+    `sentence` is the sentence's position in the instruction (`operator_site.wording.split_sentences`);
+    `scope` names the model (`world_model`, `goal_model`), `subject` what the sentence authorised."""
+
+    instruction = models.ForeignKey(Instruction, on_delete=models.PROTECT, related_name="uses")
+    sentence = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The sentence's position in the instruction (0: the first)."
+    )
+    scope = models.CharField(max_length=32)
+    subject = models.CharField(max_length=250)
+    version = models.PositiveBigIntegerField(help_text="The version of `scope` it authorised.")
+    span = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "beliefs_confirmationuse"  # the table it was created as (it moved from beliefs)
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instruction", "sentence"], name="confirmation_once_per_sentence"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"instruction #{self.instruction_id} sentence {self.sentence} → {self.scope}:{self.subject} "
+            f"(v{self.version})"
+        )

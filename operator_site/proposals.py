@@ -31,7 +31,7 @@ MAX_REASON_CHARS = 2000
 @dataclass(frozen=True)
 class ApprovalEvidence:
     """The evidence of an accepted proposal: the person's approval decision. It stands where a
-    quote would (`beliefs.evidence.Confirmation`): what a version, a belief or a goal keeps of it,
+    quote would (`operator_site.evidence.Confirmation`): what a version, a belief or a goal keeps of it,
     and what its safety notice says."""
 
     decision: int

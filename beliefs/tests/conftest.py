@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from beliefs import services
-from beliefs.models import Instruction
 from beliefs.tests.helpers import run_tool
+from operator_site.models import Instruction
 
 
 @pytest.fixture

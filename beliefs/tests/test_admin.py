@@ -10,10 +10,10 @@ import pytest
 from django.urls import reverse
 
 from beliefs import services
-from beliefs.models import Belief, Instruction, WorldModelVersion
+from beliefs.models import Belief, WorldModelVersion
 from beliefs.tests.helpers import add, update
 from operator_site import revert_links
-from operator_site.models import Notification
+from operator_site.models import Instruction, Notification
 
 
 def _cell(tag: str, text: bytes) -> bytes:
@@ -181,7 +181,7 @@ def test_a_staff_login_without_a_human_principal_may_look_but_not_act(helper_log
     assert refused.status_code == 403
     assert helper_login.post(restore_url(1), {"expected_version": "3"}).status_code == 403
     assert WorldModelVersion.objects.count() == 3
-    assert helper_login.get(reverse("admin:beliefs_instruction_add")).status_code == 403
+    assert helper_login.get(reverse("admin:operator_site_instruction_add")).status_code == 403
 
 
 def test_the_admin_actions_lead_to_the_confirmation_pages(logged_in, history) -> None:
@@ -197,7 +197,7 @@ def test_a_person_adds_an_instruction_from_the_admin_and_it_is_evidence(
     logged_in, owner, agent, tool
 ) -> None:
     response = logged_in.post(
-        reverse("admin:beliefs_instruction_add"),
+        reverse("admin:operator_site_instruction_add"),
         {"text": "My diet is vegetarian these days, remember that.", "kind": "instruction", "channel": ""},
     )
     assert response.status_code == 302, response.content[:2000]
@@ -213,7 +213,7 @@ def test_a_person_adds_an_instruction_from_the_admin_and_it_is_evidence(
         },
     )
     assert made["ok"] is True
-    page = logged_in.get(reverse("admin:beliefs_instruction_change", args=[row.pk]))
+    page = logged_in.get(reverse("admin:operator_site_instruction_change", args=[row.pk]))
     assert page.status_code == 200
     assert b'name="text"' not in page.content  # read-only once recorded
 
@@ -279,3 +279,25 @@ def test_a_link_that_would_discard_later_changes_is_refused_and_stays_usable(
     assert Belief.objects.get(key="name").value == "Iain"
     assert WorldModelVersion.objects.count() == 2
     assert services.REVERTER.describe_undo(1)["refusal"]["error"] == "revert_conflict"
+
+
+def test_the_old_instruction_pages_lead_to_the_kernels(logged_in, say) -> None:
+    """Instructions moved into the kernel (/admin/operator_site/instruction/): a bookmark of the
+    old pages still lands on the new ones; nothing else under the old prefix is redirected."""
+    row = say("Please call me Iain.")
+    for old, new in [
+        ("/admin/beliefs/instruction/", reverse("admin:operator_site_instruction_changelist")),
+        ("/admin/beliefs/instruction/add/", reverse("admin:operator_site_instruction_add")),
+        (
+            f"/admin/beliefs/instruction/{row.pk}/change/",
+            reverse("admin:operator_site_instruction_change", args=[row.pk]),
+        ),
+        (
+            "/admin/beliefs/instruction/?q=Iain",
+            reverse("admin:operator_site_instruction_changelist") + "?q=Iain",
+        ),
+    ]:
+        response = logged_in.get(old)
+        assert (response.status_code, response["Location"]) == (302, new)
+        assert logged_in.get(new).status_code == 200
+    assert logged_in.get("/admin/beliefs/instruction//evil.example/").status_code == 404

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from beliefs import evidence
-from beliefs.evidence import Claim, check_confirmation
-from beliefs.models import Belief, ConfirmationUse, WorldModelVersion
+from beliefs.models import Belief, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
+from operator_site import evidence
+from operator_site.evidence import Claim, check_confirmation
 from operator_site.face.auth import issue_token, revoke
-from operator_site.models import AuditEvent, Notification
+from operator_site.models import AuditEvent, ConfirmationUse, Notification
 from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db

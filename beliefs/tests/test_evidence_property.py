@@ -4,7 +4,7 @@ sentences) of a live human's instruction that holds every significant word of th
 value, with matching polarity and no hedge, condition or question — and it always succeeds when
 the quote is exactly such a sentence.
 
-The oracle below knows the sentences because it built them; it does not use `beliefs.wording`."""
+The oracle below knows the sentences because it built them; it does not use `operator_site.wording`."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from beliefs.models import Belief, Instruction, WorldModelVersion
-from operator_site.models import AuditEvent, Notification
+from beliefs.models import Belief, WorldModelVersion
+from operator_site.models import AuditEvent, Instruction, Notification
 from tests.fixtures import mcp_client, orm, tool_json
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]

@@ -13,8 +13,9 @@ import pytest
 from django.db import connection
 
 from beliefs import services
-from beliefs.models import Belief, ConfirmationUse, WorldModelChange, WorldModelVersion
+from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 from beliefs.tests.helpers import run_tool
+from operator_site.models import ConfirmationUse
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

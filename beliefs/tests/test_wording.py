@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from beliefs import wording
+from operator_site import wording
 
 
 def _texts(text: str) -> list[str]:

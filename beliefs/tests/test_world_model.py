@@ -7,11 +7,11 @@ import pytest
 from django.core import mail
 
 from beliefs import services
-from beliefs.models import Belief, Instruction, WorldModelVersion
+from beliefs.models import Belief, WorldModelVersion
 from beliefs.tests.helpers import add, retire, update
 from intents import directives
 from operator_site import revert_links
-from operator_site.models import Notification
+from operator_site.models import Instruction, Notification
 from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from beliefs.evidence import Claim
 from goals.goal_model.kinds import (
     GOAL,
     GOAL_TRANSITIONS,
@@ -23,6 +22,7 @@ from goals.goal_model.kinds import (
 from goals.goal_model.state import Resolution, State, resolve
 from goals.goal_model.validation import Op, project_status, rank_field, text_field
 from operator_site import versioned
+from operator_site.evidence import Claim
 from operator_site.lineage import Image
 from operator_site.models import Principal
 from operator_site.refusals import Refusal

@@ -3,12 +3,12 @@ version sends, and `VERSIONED`, which its writes commit through and its AppConfi
 
 from __future__ import annotations
 
-from beliefs.evidence import GATE
 from goals.goal_model.describing import change_dict, readable_rows
 from goals.goal_model.kinds import PROJECT, SCOPE, entity_of, is_high_stakes, split_entity
 from goals.goal_model.state import GOAL_MODEL, verify_consistency
 from goals.models import Project
 from operator_site import versioned
+from operator_site.evidence import GATE
 from operator_site.lineage import Committed, Plan
 from operator_site.lineage_revert import Reverter
 from operator_site.models import Notification

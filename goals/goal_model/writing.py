@@ -10,10 +10,6 @@ from typing import Any
 
 from django.db import transaction
 
-from beliefs.evidence import (
-    GATE,
-    ApprovalEvidence,
-)
 from goals.goal_model.describing import change_dict
 from goals.goal_model.planning import (
     Planned,
@@ -28,8 +24,10 @@ from goals.goal_model.reading import goal_dict, goal_image, ranked_goals
 from goals.goal_model.state import GOAL_MODEL, State, current_version, verify_consistency
 from goals.goal_model.validation import Op, clean_ops, goal_action_op
 from goals.goal_model.versioning import VERSIONED, announce
+from operator_site.evidence import GATE
 from operator_site.lineage import Committed
 from operator_site.models import Notification, Principal
+from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
 from operator_site.versioned import Evidence
 

@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 
 from beliefs import services as beliefs_services
-from beliefs.models import Instruction
 from beliefs.tests.helpers import run_tool
 from goals.models import Goal
 from goals.tests.helpers import APPLY
+from operator_site.models import Instruction
 
 
 @pytest.fixture

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from beliefs.models import ConfirmationUse
 from goals.models import Goal, GoalModelChange, GoalModelVersion, Priority, Project, Task
-from operator_site.models import Notification
+from operator_site.models import ConfirmationUse, Notification
 
 APPLY = "operator_apply_goal_change"
 RECONCILE = "operator_reconcile_goal_model"

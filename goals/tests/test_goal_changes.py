@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from beliefs.models import ConfirmationUse
 from goals import goal_model
 from goals.models import Goal, GoalModelChange, GoalModelVersion
 from goals.tests.helpers import APPLY, everything, ranking, ranks
-from operator_site.models import Notification
+from operator_site.models import ConfirmationUse, Notification
 
 pytestmark = pytest.mark.django_db
 

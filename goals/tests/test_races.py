@@ -14,11 +14,11 @@ import pytest
 from django.db import connection
 
 from beliefs import services as beliefs_services
-from beliefs.models import ConfirmationUse
 from beliefs.tests.helpers import run_tool
 from goals import goal_model
 from goals.models import Goal, GoalModelChange, GoalModelVersion, Project
 from goals.tests.helpers import APPLY, RECONCILE, ranks
+from operator_site.models import ConfirmationUse
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from beliefs.models import Instruction
 from intents.models import Decision, Intent, IntentEvent
+from operator_site.models import Instruction
 
 pytestmark = pytest.mark.django_db
 

@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from beliefs.models import Instruction
 from intents import approval
 from intents.answers import intent_dict
 from intents.lifecycle import ActionInput, expire_pending, idempotency_key, payload_digest, record_intent
 from intents.models import Decision, Intent, IntentEvent
-from operator_site.models import Principal
+from operator_site.models import Instruction, Principal
 from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,8 @@ others). Sessions and rate-limit counters are not exported: they are transient.
 in ONE transaction, then verifies — row counts against the manifest, the decision log's hash
 chain, each lineage (versions 1..n, every change's pre-image equal to the previous post-image of
 its entity, the last post-image equal to the live row) — and rolls everything back if any check
-fails. It moves an operator between SQLite and PostgreSQL as well.
+fails. It moves an operator between SQLite and PostgreSQL as well. An archive written before a
+model moved between apps (`MOVED_MODELS`) imports with its labels read as the new ones.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import django
 from django.apps import apps
 from django.core import serializers
 from django.core.management import call_command
@@ -48,6 +50,9 @@ from django.db import connection, models, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
+from beliefs.services import WORLD_MODEL
+from goals.goal_model import GOAL_MODEL
+from goals.services import verify_log
 from operator_site import __version__
 from operator_site.sql import export_snapshot, insert_raw, reset_sequences
 
@@ -60,6 +65,19 @@ APPS = ("auth", "admin", "operator_site", "beliefs", "goals", "intents", "runs")
 SKIP = {
     "operator_site.ratecounter",  # per-window request counts: transient
     "auth.permission",  # recreated by `migrate` (referred to by natural key)
+}
+# Models that moved to another app while keeping their table: an archive written before the move
+# names them (and their content types and permissions, by natural key) under the old label, and
+# lacks the migrations that moved them, which changed Django's bookkeeping, not a row. Such an
+# archive imports: its labels are read as the new ones (`_relabel`).
+MOVED_MODELS = {
+    "beliefs.instruction": "operator_site.instruction",
+    "beliefs.confirmationuse": "operator_site.confirmationuse",
+}
+MOVE_MIGRATIONS = {
+    "operator_site": {"0008_evidence_moves_in"},
+    "goals": {"0005_evidence_instruction_in_the_kernel"},
+    "beliefs": {"0005_evidence_moves_out"},
 }
 MIGRATION_APPS = (
     "contenttypes",
@@ -203,8 +221,6 @@ def _file_sha256(path: Path) -> str:
 
 
 def _django_version() -> str:
-    import django
-
     return django.get_version()
 
 
@@ -230,10 +246,6 @@ def _readme(manifest: dict[str, Any]) -> str:
 # --- verification (at export, and after an import) -------------------------------------------------------
 def verify() -> dict[str, Any]:
     """The integrity checks: the decision log's hash chain and each lineage. Raises nothing."""
-    from beliefs.services import WORLD_MODEL
-    from goals.goal_model import GOAL_MODEL
-    from goals.services import verify_log
-
     log = verify_log()
     checks: dict[str, Any] = {
         "decision_log": {
@@ -343,7 +355,10 @@ def _check_migrations(manifest: dict[str, Any]) -> None:
         f"{app}.{n}" for app, names in theirs.items() for n in names if n not in here.get(app, [])
     )
     missing_there = sorted(
-        f"{app}.{n}" for app, names in here.items() for n in names if n not in theirs.get(app, [])
+        f"{app}.{n}"
+        for app, names in here.items()
+        for n in names
+        if n not in theirs.get(app, []) and n not in MOVE_MIGRATIONS.get(app, ())
     )
     if missing_here:
         raise BackupError(
@@ -385,6 +400,7 @@ def import_archive(path: Path, *, migrate: bool = True) -> ImportReport:
     with archive:
         manifest = read_manifest(archive)
         _check_files(archive, manifest)
+        manifest = _relabel_manifest(manifest)
         if migrate:
             call_command("migrate", interactive=False, verbosity=0)
         _check_migrations(manifest)
@@ -415,7 +431,11 @@ def import_archive(path: Path, *, migrate: bool = True) -> ImportReport:
 
 def _load(archive: zipfile.ZipFile, entry: dict[str, Any], model: type[models.Model]) -> int:
     with archive.open(entry["file"]) as raw:
-        records = [json.loads(line) for line in io.TextIOWrapper(raw, encoding="utf-8") if line.strip()]
+        records = [
+            _relabel(json.loads(line), model)
+            for line in io.TextIOWrapper(raw, encoding="utf-8")
+            if line.strip()
+        ]
     strays = {str(r.get("model")).lower() for r in records} - {entry["model"]}
     if strays:
         raise BackupError(f"{entry['file']} holds rows of another table ({', '.join(sorted(strays))})")
@@ -434,3 +454,51 @@ def _load(archive: zipfile.ZipFile, entry: dict[str, Any], model: type[models.Mo
         for accessor, values in item.m2m_data.items():
             getattr(item.object, accessor).set(values)
     return len(objects)
+
+
+# --- archives written before a model moved ------------------------------------------------------------
+def _moved(label: Any) -> Any:
+    return MOVED_MODELS.get(label.lower(), label) if isinstance(label, str) else label
+
+
+def _relabel_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with each file's model under its current label (read after its checksum)."""
+    files = [{**entry, "model": _moved(entry.get("model"))} for entry in manifest["files"]]
+    return {**manifest, "files": files}
+
+
+def _moved_key(app_label: Any, model_name: Any) -> tuple[Any, Any]:
+    """A content type's natural key, `[app, model]`, under the model's current label."""
+    if isinstance(app_label, str) and isinstance(model_name, str):
+        moved = MOVED_MODELS.get(f"{app_label}.{model_name}".lower())
+        if moved:
+            app_label, model_name = moved.split(".")
+    return app_label, model_name
+
+
+def _relabel(record: dict[str, Any], model: type[models.Model]) -> dict[str, Any]:
+    """One row of the archive with the labels of moved models read as their current ones: the row's
+    own model, and the natural keys of content types (`[app, model]`, the admin's history) and of
+    permissions (`[codename, app, model]`, users' and groups' permissions) that name one. Only
+    fields that hold such keys are read: text that happens to look like one is left alone."""
+    if not isinstance(record, dict):
+        return record  # refused by the checks that follow
+    record = {**record, "model": _moved(record.get("model"))}
+    fields = record.get("fields")
+    if not isinstance(fields, dict):
+        return record
+    fields = dict(fields)
+    for related in [*model._meta.fields, *model._meta.many_to_many]:
+        value = fields.get(related.name)
+        if not related.is_relation or not isinstance(value, list):
+            continue
+        target = related.related_model._meta.label_lower
+        if target == "contenttypes.contenttype" and len(value) == 2:
+            fields[related.name] = list(_moved_key(*value))
+        elif target == "auth.permission":
+            fields[related.name] = [
+                [key[0], *_moved_key(key[1], key[2])] if isinstance(key, list) and len(key) == 3 else key
+                for key in value
+            ]
+    record["fields"] = fields
+    return record

@@ -9,10 +9,20 @@ goal-model changes, the current run, and today's operator day.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
+
+from beliefs.models import WorldModelVersion
+from goals.models import GoalModelVersion
+from intents.models import Intent, IntentStatus
+from operator_site.models import Notification
+from operator_site.notifications import overdue_safety_notices
+from runs.days import find_day
+from runs.models import Run
 
 
 def _latest_version(model: Any, admin_name: str) -> dict[str, Any] | None:
@@ -32,10 +42,6 @@ def _latest_version(model: Any, admin_name: str) -> dict[str, Any] | None:
 def _undelivered(now: Any) -> dict[str, Any]:
     """Safety notices the person has not been reached with (the escalation banner): computed on every
     view of the dashboard, whether or not the deliverer's escalation step has run."""
-    from django.conf import settings
-
-    from operator_site.notifications import overdue_safety_notices
-
     overdue = overdue_safety_notices(now).filter(acknowledged_at__isnull=True)
     return {
         "count": overdue.count(),
@@ -51,10 +57,6 @@ BLOCKED_DAYS = 7  # how far back the dashboard lists what the gate blocked
 
 def _blocked(now: Any) -> dict[str, Any]:
     """Intents the gate denied in the last week: the count and the latest few, each with its reason."""
-    from datetime import timedelta
-
-    from intents.models import Intent, IntentStatus
-
     recent = Intent.objects.filter(
         status=IntentStatus.BLOCKED, created_at__gte=now - timedelta(days=BLOCKED_DAYS)
     ).order_by("-created_at", "-id")
@@ -67,13 +69,6 @@ def _blocked(now: Any) -> dict[str, Any]:
 
 
 def review_summary() -> dict[str, Any]:
-    from beliefs.models import WorldModelVersion
-    from goals.models import GoalModelVersion
-    from intents.models import Intent, IntentStatus
-    from operator_site.models import Notification
-    from runs.days import find_day
-    from runs.models import Run
-
     pending = Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL)
     oldest = pending.order_by("created_at", "id").first()
     safety = Notification.objects.filter(safety=True, acknowledged_at__isnull=True)

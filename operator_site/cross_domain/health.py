@@ -26,8 +26,11 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from intents.models import Intent, IntentStatus
 from operator_site import __version__
+from operator_site.models import Notification
 from operator_site.sql import ping
+from runs.models import Run
 
 UNDELIVERED_STATES = ("pending", "sending")
 
@@ -51,10 +54,6 @@ def migrations_pending() -> int:
 
 
 def figures(now: datetime | None = None) -> Figures:
-    from intents.models import Intent, IntentStatus
-    from operator_site.models import Notification
-    from runs.models import Run
-
     now = now or timezone.now()
     out = Figures()
     due = Notification.objects.filter(state__in=UNDELIVERED_STATES, next_attempt_at__lte=now)
@@ -86,8 +85,6 @@ def figures(now: datetime | None = None) -> Figures:
 def report(now: datetime | None = None) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) of /api/health: 503 when the database is down or not migrated, else 200
     — with `status: "degraded"` and the names of what is degraded when something is."""
-    from operator_site import __version__
-
     body: dict[str, Any] = {"version": __version__}
     try:
         ping()

@@ -282,7 +282,7 @@ HOSTILE = [
 
 # (tool, arguments with "{}" standing for the hostile text, where the text is stored, how to read it back)
 TEXT_SINKS: list[tuple[str, dict[str, Any], str]] = [
-    ("operator_record_instruction", {"text": "{}", "channel": "chat"}, "beliefs.Instruction.text"),
+    ("operator_record_instruction", {"text": "{}", "channel": "chat"}, "operator_site.Instruction.text"),
     ("operator_record_observation", {"kind": "world", "summary": "{}", "source": "{}"}, "runs.Observation.summary"),
     ("operator_update_task", {"patch": {"title": "{}", "detail": "{}", "lane": "x", "owner": "{}"}}, "goals.Task.title"),
     ("operator_log_decision", {"title": "{}", "decision": "{}", "rationale": "{}", "alternatives": ["{}"]}, "goals.DecisionLogEntry.decision"),

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beliefs.models import Belief, Instruction, WorldModelVersion
+from beliefs.models import Belief, WorldModelVersion
 from goals.models import DecisionLogEntry, GoalModelVersion, Task
 from intents.models import Decision, Directive, Intent, IntentEvent
 from operator_site.face import registry
-from operator_site.models import AuditEvent
+from operator_site.models import AuditEvent, Instruction
 from tests.fixtures import asgi_http
 from tests.security.helpers import close_loop, envelope_of, message_of, post, tools_call
 

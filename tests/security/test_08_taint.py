@@ -14,9 +14,10 @@ from django.apps import apps
 from django.conf import settings as django_settings
 from django.urls import reverse
 
-from beliefs.models import Belief, Instruction
+from beliefs.models import Belief
 from goals.models import DecisionLogEntry, Task
 from intents.models import Intent
+from operator_site.models import Instruction
 from runs.models import Observation, ProgressEntry
 from tests.fixtures import asgi_http, orm
 from tests.security.helpers import envelope_of, message_of, post, tools_call
@@ -39,7 +40,7 @@ INGEST: dict[str, tuple[dict[str, Any], set[str]]] = {
         {"kind": "world", "summary": PAYLOAD, "source": PAYLOAD[:200], "data": {"text": PAYLOAD}},
         {"runs.Observation", "runs.OperatorDay"},
     ),
-    "operator_record_instruction": ({"text": PAYLOAD, "channel": "email"}, {"beliefs.Instruction"}),
+    "operator_record_instruction": ({"text": PAYLOAD, "channel": "email"}, {"operator_site.Instruction"}),
     "operator_record_progress": (
         {"summary": PAYLOAD, "outcome": "done", "tried": [PAYLOAD[:300]]},
         {"runs.ProgressEntry", "runs.OperatorDay"},
@@ -219,8 +220,8 @@ def test_the_admin_renders_stored_text_escaped(principals, client, scorecard) ->
         reverse("admin:index"),
         reverse("admin:runs_observation_changelist"),
         reverse("admin:runs_observation_change", args=[observation.pk]),
-        reverse("admin:beliefs_instruction_changelist"),
-        reverse("admin:beliefs_instruction_change", args=[instruction.pk]),
+        reverse("admin:operator_site_instruction_changelist"),
+        reverse("admin:operator_site_instruction_change", args=[instruction.pk]),
         reverse("admin:goals_decisionlogentry_changelist"),
         reverse("admin:goals_decisionlogentry_change", args=[entry.pk]),
         reverse("admin:goals_task_changelist"),

@@ -16,11 +16,11 @@ import pytest
 from django.utils import timezone
 
 from beliefs import services as beliefs_services
-from beliefs.models import Belief, ConfirmationUse, WorldModelVersion
+from beliefs.models import Belief, WorldModelVersion
 from goals import goal_model
 from goals.models import Goal, GoalModelVersion, Priority
 from operator_site.face.auth import issue_token, revoke
-from operator_site.models import Notification
+from operator_site.models import ConfirmationUse, Notification
 from tests.fixtures import asgi_http, orm
 from tests.security.helpers import envelope_of, message_of, post, tools_call
 

@@ -1,6 +1,6 @@
 """How the evidence rules read the person's words: normalising, cutting a text into sentences and
 words, and the word lists the rules use. Data and pure functions only; the rules themselves are in
-`beliefs.evidence`, and docs/world-model.md explains both with examples.
+`operator_site.evidence`, and docs/world-model.md explains both with examples.
 
 The rules are lexical and English only: they do not parse grammar. Every list below errs on the
 side of refusing (a refused honest change can always be proposed to the person instead).

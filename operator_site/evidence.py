@@ -1,7 +1,9 @@
 """Confirmation evidence: a high-stakes change is authorised only by the person's own words saying
 this change. docs/world-model.md ("The evidence rule") states the six rules with examples; each
-failure is its own refusal naming the rule. The words the rules read are in `beliefs.wording`; the
-world model and the goal model (``scope="goal_model"``) run the same check, through `GATE`."""
+failure is its own refusal naming the rule. The words the rules read are in `operator_site.wording`,
+the rows they read in `operator_site.models` (`Instruction`, `ConfirmationUse`). The world model and
+the goal model (``scope="goal_model"``) run the same check, through `GATE`: it is the kernel's, so
+no domain depends on another for it."""
 
 from __future__ import annotations
 
@@ -15,14 +17,13 @@ from django.conf import settings
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from beliefs import wording
-from beliefs.models import ConfirmationUse, Instruction
-from beliefs.wording import Sentence
-from operator_site.models import Principal
+from operator_site import wording
+from operator_site.models import ConfirmationUse, Instruction, Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
 from operator_site.sql import insert_unless_conflict
 from operator_site.versioned import EvidenceGate
+from operator_site.wording import Sentence
 
 # Rows examined per lookup: bounded work whatever the history.
 _SCAN = 5000
