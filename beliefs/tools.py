@@ -8,7 +8,8 @@ from pydantic import Field
 
 from beliefs import services
 from beliefs.evidence import QUOTE_DESCRIPTION
-from beliefs.schemas import BeliefChange, BeliefKind
+from beliefs.schemas import MAX_CHANGES, BeliefChange, BeliefKind
+from operator_site.changes import ChangesArgs
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
 
@@ -49,9 +50,12 @@ def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
 
 
 # --- operator_update_world_model -------------------------------------------------------------------
-class UpdateWorldModelArgs(ToolArgs):
+class UpdateWorldModelArgs(ChangesArgs):
     changes: list[BeliefChange] = Field(
-        min_length=1, max_length=services.MAX_CHANGES, description="Applied all together or not at all."
+        min_length=1,
+        max_length=MAX_CHANGES,
+        description="Applied all together or not at all. add: value required; update: value and/or "
+        "confidence; retire: neither.",
     )
     confirmedInConversation: bool | None = Field(  # camelCase: the published name
         None,
@@ -100,7 +104,7 @@ def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, 
     again."""
     return services.update_world_model(
         principal=call.principal,
-        changes=[change.model_dump() for change in args.changes],
+        changes=args.changes,  # validated models: the service takes them as they are
         confirmed=args.confirmedInConversation,
         quote=args.confirmationQuote,
         expected_version=args.expected_version,

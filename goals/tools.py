@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from beliefs.evidence import QUOTE_DESCRIPTION
 from goals import goal_model, services
-from goals.schemas import GoalModelChangeItem
+from goals.goal_model.schemas import GoalModelChange
+from operator_site.changes import ChangesArgs
 from operator_site.display import Identifier, IdOrIdentifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import ToolArgs, ToolClass, tool
@@ -233,8 +234,8 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
     )
 
 
-class ReconcileGoalModelArgs(ToolArgs):
-    changes: list[GoalModelChangeItem] = Field(
+class ReconcileGoalModelArgs(ChangesArgs):
+    changes: list[GoalModelChange] = Field(
         min_length=1,
         max_length=goal_model.MAX_CHANGES,
         description="Applied in order, all together or not at all.",
@@ -284,7 +285,7 @@ def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[s
     a one-tap revert. A version race answers retry: true."""
     return goal_model.reconcile_goal_model(
         principal=call.principal,
-        changes=[change.model_dump() for change in args.changes],
+        changes=args.changes,  # validated models: the service takes them as they are
         confirmed=args.confirmedInConversation,
         quote=args.confirmationQuote,
         expected_version=args.expected_version,

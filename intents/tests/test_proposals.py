@@ -105,7 +105,7 @@ def test_the_same_proposal_twice_the_same_day_is_one_intent(agent) -> None:
 @pytest.mark.parametrize(
     ("changes", "extra", "code"),
     [
-        ([{"op": "add", "kind": "identity", "key": "home_city"}], {}, "value_required"),
+        ([{"op": "add", "kind": "identity", "key": "home_city"}], {}, "invalid_proposal"),
         ([{"op": "add", "kind": "feelings", "key": "mood", "value": "x"}], {}, "invalid_proposal"),
         (
             [{"op": "add", "kind": "identity", "key": "home_city", "value": "x", "evil": 1}],
