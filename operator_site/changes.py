@@ -174,14 +174,15 @@ class ChangeList:
         except ValidationError as exc:
             error = exc.errors(include_url=False, include_input=False)[0]
             index, *path = error["loc"]
-            where = ".".join(str(part) for part in path) or "(the change)"
+            where = ".".join(str(part) for part in path) or None  # None: the change as a whole
             raw = changes[index] if isinstance(index, int) else None
             said = [raw.get(t) for t in self.tags] if isinstance(raw, dict) else []
             what = " ".join(s for s in said if isinstance(s, str))
             number = f"Change {index + 1}" if isinstance(index, int) else "A change"
+            message = error["msg"].removeprefix("Value error, ")
             raise Refusal(
                 code,
-                f"{number}{f' ({what})' if what else ''}: {where}: {error['msg']}.",
+                f"{number}{f' ({what})' if what else ''}: {f'{where}: ' if where else ''}{message}.",
                 index=index,
                 field=where,
             ) from None

@@ -111,7 +111,8 @@ def kind_for(
         try:
             parsed = schema.validate(changes, code="invalid_proposal")
         except Refusal as refusal:
-            where = f"changes.{refusal.extra['index']}.{refusal.extra['field']}"
+            field = refusal.extra["field"]
+            where = f"changes.{refusal.extra['index']}" + (f".{field}" if field else "")
             refusal.reason += f" A proposal's changes are exactly what {tool} takes."
             refusal.extra["field"] = where
             raise
