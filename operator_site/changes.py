@@ -1,10 +1,11 @@
 """Typed changes: what a versioned model's gated tool takes, one pydantic model per operation.
 
 The world model and the goal model each declare their changes as a discriminated union
-(`beliefs/schemas.py`, `goals/schemas.py`), so the `inputSchema` an agent reads in tools/list is the
-real schema. A `ChangeList` is that union validated once, the same way wherever changes come from:
-the tool's arguments (the dispatcher refuses a bad shape as `invalid_arguments`), a proposal, the
-admin, a test passing plain dicts (a `Refusal` naming the change and the field).
+(`beliefs/schemas.py`, `goals/goal_model/schemas.py`), so the `inputSchema` an agent reads in
+tools/list is the real schema. A `ChangeList` is that union validated once, the same way wherever
+changes come from: the tool's arguments (the dispatcher refuses a bad shape as
+`invalid_arguments`), a proposal, the admin, a test passing plain dicts (a `Refusal` naming the
+change and the field).
 """
 
 from __future__ import annotations
