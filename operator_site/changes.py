@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
@@ -98,45 +98,44 @@ class Untagged:
         return details
 
 
+_DEFS = "#/$defs/"
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the definitions `node` refers to, once per reference."""
+    if isinstance(node, list):
+        return [name for value in node for name in _refs(value)]
+    if not isinstance(node, dict):
+        return []
+    ref = node.get("$ref")
+    own = [ref[len(_DEFS) :]] if isinstance(ref, str) and ref.startswith(_DEFS) else []
+    return own + [name for value in node.values() for name in _refs(value)]
+
+
 def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with every `$defs` entry referenced exactly once written where it is referenced:
     pydantic makes every model a definition, and a per-operation union has many models used once
     (each variant, its `fields`); a `$ref` to each costs bytes and tells a reader nothing. Shared
-    definitions (a title, a target) stay shared. Meaning unchanged."""
+    definitions (a title, a target) stay shared; so does one that refers to itself. Meaning
+    unchanged."""
     defs = dict(schema.get("$defs", {}))
-    counts: dict[str, int] = {}
-
-    def count(node: Any) -> None:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith(_DEFS):
-                counts[ref[len(_DEFS) :]] = counts.get(ref[len(_DEFS) :], 0) + 1
-            for value in node.values():
-                count(value)
-        elif isinstance(node, list):
-            for value in node:
-                count(value)
-
-    count(schema)
-    once = {name for name, n in counts.items() if n == 1 and name in defs}
+    refs = _refs(schema)
+    once = {n for n in defs if refs.count(n) == 1 and n not in _refs(defs[n])}
 
     def inline(node: Any) -> Any:
         if isinstance(node, list):
             return [inline(value) for value in node]
         if not isinstance(node, dict):
             return node
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref[len(_DEFS) :] in once and ref.startswith(_DEFS):
+        name = str(node.get("$ref", ""))[len(_DEFS) :]
+        if name in once and node["$ref"].startswith(_DEFS):
             siblings = {k: v for k, v in node.items() if k != "$ref"}
-            return inline({**defs[ref[len(_DEFS) :]], **siblings})
+            return inline({**defs[name], **siblings})
         return {key: inline(value) for key, value in node.items()}
 
     out = inline({key: value for key, value in schema.items() if key != "$defs"})
     kept = {name: inline(value) for name, value in defs.items() if name not in once}
     return {**out, "$defs": kept} if kept else out
-
-
-_DEFS = "#/$defs/"
 
 
 class ChangesArgs(ToolArgs):
@@ -160,12 +159,10 @@ class ChangeList:
     tags: tuple[str, ...]  # what describes a change in a refusal: ("entity", "op") or ("op", "kind")
     adapter: TypeAdapter[list[Any]] = field(init=False)
 
-    CODE: ClassVar[str] = "invalid_change"
-
     def __post_init__(self) -> None:
         object.__setattr__(self, "adapter", TypeAdapter(list[self.union]))  # type: ignore[name-defined]
 
-    def validate(self, changes: Any, *, code: str = CODE) -> list[Any]:
+    def validate(self, changes: Any, *, code: str = "invalid_change") -> list[Any]:
         if not isinstance(changes, Sequence) or isinstance(changes, str | bytes) or not changes:
             raise Refusal("changes_required", "Give at least one change.")
         if len(changes) > self.max_changes:
