@@ -137,9 +137,12 @@ def strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[
     if kind == "object":
         properties = schema.get("properties")
         if not properties:
-            if schema.get("additionalProperties") is False:
-                return st.just({})  # an op that takes no fields
-            return st.dictionaries(_text(1, 12), _json_values(), max_size=4)
+            anything = st.dictionaries(_text(1, 12), _json_values(), max_size=4)
+            # An object that takes nothing (an op without fields, a tool without arguments): mostly
+            # empty, sometimes not (refused; it keeps the space large enough to draw every example).
+            return (
+                st.one_of(st.just({}), anything) if schema.get("additionalProperties") is False else anything
+            )
         required = set(schema.get("required", []))
         fixed = {name: strategy(properties[name], defs) for name in properties if name in required}
         optional = {name: strategy(properties[name], defs) for name in properties if name not in required}
