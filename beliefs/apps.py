@@ -7,14 +7,13 @@ class BeliefsConfig(AppConfig):
 
     def ready(self) -> None:
         from beliefs import services
-        from beliefs.schemas import BeliefChange
+        from beliefs.schemas import CHANGES
 
         # A high-stakes notice's one-tap link undoes the version it reports; an agent may propose a
         # world-model change for the person to accept.
         services.VERSIONED.register(
             action_type="world_model_change",
             tool="operator_update_world_model",
-            schema=BeliefChange,
+            changes=CHANGES,
             apply=services.update_world_model,
-            max_changes=services.MAX_CHANGES,
         )

@@ -1,33 +1,84 @@
 """The shape of a world-model change, as `operator_update_world_model` takes it and a
-`world_model_change` proposal carries it (one schema for both)."""
+`world_model_change` proposal carries it (one schema for both): one model per operation,
+discriminated by `op`. The wire shape is `{op, kind, key, value, confidence}`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, model_validator
+from typing_extensions import TypeAliasType
 
-from beliefs.services import MAX_KEY_CHARS, MAX_VALUE_CHARS
-from operator_site.display import Identifier
+from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged
+from operator_site.display import check_identifier
+
+MAX_KEY_CHARS = 120
+MAX_VALUE_CHARS = 4000
+MAX_CHANGES = 50
 
 BeliefKind = Literal[
     "identity", "goal", "behavior_policy", "constraint", "preference", "note", "project", "risk"
 ]
+# Named types are one shared `$defs` entry in the published schema (each op's model names them).
+Kind = TypeAliasType(
+    "Kind",
+    Annotated[BeliefKind, Field(description="High-stakes kinds need confirmation evidence.")],
+)
+Key = TypeAliasType(
+    "Key",
+    Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_KEY_CHARS),
+        BeforeValidator(check_identifier),  # after the constraints: pydantic runs it first
+        Field(description="Unique among active beliefs of its kind, e.g. name, home_city, diet."),
+    ],
+)
+Value = TypeAliasType(
+    "Value",
+    Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_VALUE_CHARS),
+        Field(description="What the belief says."),
+    ],
+)
+Confidence = TypeAliasType("Confidence", Annotated[float, Field(ge=0, le=1, description="0..1."), NOT_BOOL])
 
 
-class BeliefChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# pydantic reads a model's docstring as its description: these have none (the op says it).
+class BeliefAdd(ChangeModel):
+    op: Literal["add"]
+    kind: Kind
+    key: Key
+    value: Value
+    confidence: Confidence = None  # type: ignore[assignment]  # absent, not null
 
-    op: Literal["add", "update", "retire"] = Field(
-        description="add a new belief, update an active one (value and/or confidence), or retire one."
-    )
-    kind: BeliefKind = Field(description="The belief's kind; high-stakes kinds need confirmation evidence.")
-    key: Identifier = Field(
-        min_length=1,
-        max_length=MAX_KEY_CHARS,
-        description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
-    )
-    value: str | None = Field(
-        None, max_length=MAX_VALUE_CHARS, description="Required to add; optional to update."
-    )
-    confidence: float | None = Field(None, ge=0, le=1, description="0..1, optional.")
+
+def _value_or_confidence(schema: dict[str, Any], model: type) -> None:
+    schema["anyOf"] = [{"required": ["value"]}, {"required": ["confidence"]}]
+    schema["properties"]["op"].pop("type", None)
+
+
+class BeliefUpdate(ChangeModel):
+    model_config = ConfigDict(json_schema_extra=_value_or_confidence)
+
+    op: Literal["update"]
+    kind: Kind
+    key: Key
+    value: Value = None  # type: ignore[assignment]
+    confidence: Confidence = None  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> BeliefUpdate:
+        if not {"value", "confidence"} & self.model_fields_set:
+            raise ValueError("an update gives a new value, a new confidence, or both")
+        return self
+
+
+class BeliefRetire(ChangeModel):
+    op: Literal["retire"]
+    kind: Kind
+    key: Key
+
+
+BeliefChange = Annotated[BeliefAdd | BeliefUpdate | BeliefRetire, Discriminator("op"), Untagged("op")]
+CHANGES = ChangeList(BeliefChange, MAX_CHANGES, tags=("op", "kind"))

@@ -8,7 +8,6 @@ it superseded, the exact pre- and post-image of every belief it touched.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
+from pydantic import BaseModel
 
 from beliefs.answers import BeliefAnswer, InstructionAnswer
 from beliefs.models import (
@@ -27,6 +27,7 @@ from beliefs.models import (
     WorldModelVersion,
     stakes_of,
 )
+from beliefs.schemas import CHANGES
 from operator_site import versioned
 from operator_site.evidence import GATE, Claim, Confirmation
 from operator_site.lineage import Committed, EntityChange, Image, Lineage
@@ -39,9 +40,6 @@ from operator_site.versioned import VersionedModel, provenance, provenance_colum
 from operator_site.wording import key_words
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope
-MAX_KEY_CHARS = 120
-MAX_VALUE_CHARS = 4000
-MAX_CHANGES = 50
 MAX_SNAPSHOT_BELIEFS = 1000
 DIFF_FIELDS = ("value", "confidence", "status")
 
@@ -170,23 +168,12 @@ class ChangeSpec:
         return entity_of(self.kind, self.key)
 
 
-def _clean(change: Mapping[str, Any] | ChangeSpec) -> ChangeSpec:
-    raw = dataclasses.asdict(change) if isinstance(change, ChangeSpec) else dict(change)
-    op, kind = raw.get("op"), raw.get("kind")
-    key = normalise_key(raw.get("key") or "")
-    value, confidence = raw.get("value"), raw.get("confidence")
-    if op not in ("add", "update", "retire"):
-        raise Refusal("invalid_change", f"Unknown op {op!r}; use add, update or retire.")
-    if kind not in BELIEF_KINDS:
-        raise Refusal(
-            "invalid_kind",
-            f"Unknown belief kind {kind!r}. High-stakes kinds: {', '.join(HIGH_STAKES_KINDS)}; low-stakes "
-            f"kinds: {', '.join(LOW_STAKES_KINDS)}. Nothing was written.",
-            kind=kind,
-        )
-    if not key or len(key) > MAX_KEY_CHARS:
-        raise Refusal("invalid_key", f"A belief key must be 1 to {MAX_KEY_CHARS} characters.")
-    said_key = " ".join(str(raw.get("said_key") or raw.get("key") or "").split())
+def _spec(change: Any) -> ChangeSpec:
+    """A validated change (beliefs/schemas.py: its op, kind, key and values are typed, stripped and
+    bounded) as a spec; the key case-folded, and a high-stakes key checked for a word the person's
+    words can name it by (wording rules a JSON Schema cannot say)."""
+    kind, said_key = change.kind, " ".join(change.key.split())
+    key = normalise_key(said_key)
     if kind in HIGH_STAKES_KINDS and not key_words(said_key):
         raise Refusal(
             "invalid_key",
@@ -195,19 +182,9 @@ def _clean(change: Mapping[str, Any] | ChangeSpec) -> ChangeSpec:
             kind=kind,
             key=key,
         )
-    if value is not None and len(value) > MAX_VALUE_CHARS:
-        raise Refusal("invalid_change", f"{kind}/{key}: a value is at most {MAX_VALUE_CHARS} characters.")
-    if confidence is not None and not 0 <= confidence <= 1:
-        raise Refusal("invalid_change", f"{kind}/{key}: confidence must be between 0 and 1.")
-    if op == "add" and (value is None or not value.strip()):
-        raise Refusal("value_required", f"Adding {kind}/{key} needs a value.")
-    if op == "update" and value is None and confidence is None:
-        raise Refusal("invalid_change", f"Updating {kind}/{key} needs a new value or confidence.")
-    if op == "update" and value is not None and not value.strip():
-        raise Refusal("value_required", f"{kind}/{key}: a value cannot be blank (retire the belief instead).")
-    if op == "retire" and (value is not None or confidence is not None):
-        raise Refusal("invalid_change", f"Retiring {kind}/{key} takes no value or confidence.")
-    return ChangeSpec(op, kind, key, value.strip() if value is not None else None, confidence, said_key)
+    return ChangeSpec(
+        change.op, kind, key, getattr(change, "value", None), getattr(change, "confidence", None), said_key
+    )
 
 
 def _candidates(kind: str, key: str) -> list[str]:
@@ -268,7 +245,7 @@ def _claim(spec: ChangeSpec, after: Image) -> Claim:
 def update_world_model(
     *,
     principal: Principal,
-    changes: Sequence[Mapping[str, Any] | ChangeSpec],
+    changes: Sequence[Mapping[str, Any] | BaseModel],
     confirmed: bool | None = None,
     quote: str | None = None,
     expected_version: int | None = None,
@@ -280,12 +257,9 @@ def update_world_model(
     (`operator_site.evidence`): the person's words (`confirmed`, `quote`), or — for a proposal the person
     accepted on the approval page — their `approval`, with `unchanged_since` the version it was
     proposed against (a target changed since refuses it). Every high-stakes write notifies the
-    person."""
-    specs = [_clean(c) for c in changes]
-    if not specs:
-        raise Refusal("changes_required", "Give at least one change.")
-    if len(specs) > MAX_CHANGES:
-        raise Refusal("too_many_changes", f"At most {MAX_CHANGES} changes per call.")
+    person. `changes` are plain dicts or the tool's validated models, checked by the published
+    schema (beliefs/schemas.py) either way: a bad shape is refused naming the change and the field."""
+    specs = [_spec(c) for c in CHANGES.validate(changes)]
     entities = [s.entity for s in specs]
     duplicates = sorted({e for e in entities if entities.count(e) > 1})
     if duplicates:

@@ -7,16 +7,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from beliefs import services
-from beliefs.schemas import BeliefChange, BeliefKind
+from beliefs.schemas import MAX_CHANGES, BeliefChange, BeliefKind
+from operator_site.changes import ChangesArgs
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
-from operator_site.face.registry import ToolArgs, ToolClass, tool
-
-ACTOR_FIELD = Field(
-    None,
-    description="Accepted for compatibility and never trusted: the acting identity is always the "
-    "bearer token's principal.",
-)
+from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
 
 # --- operator_user_world_model ---------------------------------------------------------------------
@@ -49,9 +44,12 @@ def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
 
 
 # --- operator_update_world_model -------------------------------------------------------------------
-class UpdateWorldModelArgs(ToolArgs):
+class UpdateWorldModelArgs(ChangesArgs):
     changes: list[BeliefChange] = Field(
-        min_length=1, max_length=services.MAX_CHANGES, description="Applied all together or not at all."
+        min_length=1,
+        max_length=MAX_CHANGES,
+        description="Applied all together or not at all. add: value required; update: value and/or "
+        "confidence; retire: neither.",
     )
     confirmedInConversation: bool | None = Field(  # camelCase: the published name
         None,
@@ -69,7 +67,7 @@ class UpdateWorldModelArgs(ToolArgs):
         description="The version you read. If the model moved on, nothing is written and the answer "
         "says retry: true with current_version.",
     )
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -100,7 +98,7 @@ def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, 
     again."""
     return services.update_world_model(
         principal=call.principal,
-        changes=[change.model_dump() for change in args.changes],
+        changes=args.changes,  # validated models: the service takes them as they are
         confirmed=args.confirmedInConversation,
         quote=args.confirmationQuote,
         expected_version=args.expected_version,
@@ -116,7 +114,7 @@ class RevertWorldModelArgs(ToolArgs):
         "recent change that has not been reverted (an agent: its own; the person: anyone's).",
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -149,7 +147,7 @@ class RecordInstructionArgs(ToolArgs):
     refs: list[str | int] | None = Field(
         None, max_length=20, description="What it refers to: task ids, intent ids, links."
     )
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(

@@ -7,14 +7,13 @@ class GoalsConfig(AppConfig):
 
     def ready(self) -> None:
         from goals import goal_model
-        from goals.schemas import GoalModelChangeItem
+        from goals.goal_model.schemas import CHANGES
 
         # Every goal-model notice's one-tap link undoes the version it reports; an agent may propose
         # a goal-model change for the person to accept.
         goal_model.VERSIONED.register(
             action_type="goal_model_change",
             tool="operator_reconcile_goal_model",
-            schema=GoalModelChangeItem,
+            changes=CHANGES,
             apply=goal_model.reconcile_goal_model,
-            max_changes=goal_model.MAX_CHANGES,
         )

@@ -8,16 +8,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from goals import goal_model, services
-from goals.schemas import GoalModelChangeItem
+from goals.goal_model.schemas import GoalModelChange
+from operator_site.changes import ChangesArgs
 from operator_site.display import Identifier, IdOrIdentifier
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
-from operator_site.face.registry import ToolArgs, ToolClass, tool
-
-ACTOR_FIELD = Field(
-    None,
-    description="Accepted and never trusted: the acting identity is always the bearer token's principal.",
-)
+from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
 
 class TaskPatch(BaseModel):
@@ -53,7 +49,7 @@ class UpdateTaskArgs(ToolArgs):
         description='Link the task to a project: its id, or a title matching exactly one project; "" '
         "unlinks.",
     )
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -104,7 +100,7 @@ class LogDecisionArgs(ToolArgs):
         default_factory=list, max_length=50, description="What else was considered."
     )
     context: str | None = Field(None, max_length=20000, description="What led to it (optional).")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -177,7 +173,7 @@ class ApplyGoalChangeArgs(ToolArgs):
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
     expected_version: int | None = EXPECTED_FIELD
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -233,8 +229,8 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
     )
 
 
-class ReconcileGoalModelArgs(ToolArgs):
-    changes: list[GoalModelChangeItem] = Field(
+class ReconcileGoalModelArgs(ChangesArgs):
+    changes: list[GoalModelChange] = Field(
         min_length=1,
         max_length=goal_model.MAX_CHANGES,
         description="Applied in order, all together or not at all.",
@@ -242,7 +238,7 @@ class ReconcileGoalModelArgs(ToolArgs):
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
     expected_version: int | None = EXPECTED_FIELD
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(
@@ -284,7 +280,7 @@ def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[s
     a one-tap revert. A version race answers retry: true."""
     return goal_model.reconcile_goal_model(
         principal=call.principal,
-        changes=[change.model_dump() for change in args.changes],
+        changes=args.changes,  # validated models: the service takes them as they are
         confirmed=args.confirmedInConversation,
         quote=args.confirmationQuote,
         expected_version=args.expected_version,
@@ -299,7 +295,7 @@ class RevertGoalModelArgs(ToolArgs):
         "recent change that has not been reverted (an agent: its own; the person: anyone's).",
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
-    actor: Any = ACTOR_FIELD
+    actor: Any = CLAIMED_ACTOR
 
 
 @tool(

@@ -20,8 +20,8 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from operator_site.changes import ChangeList
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
 
@@ -95,30 +95,28 @@ def kind_for(
     action_type: str,
     tool: str,
     reverter: Any,
-    schema: type[BaseModel],
+    changes: ChangeList,
     apply: Callable[..., dict[str, Any]],
-    max_changes: int,
 ) -> ProposalKind:
     """A model's proposal kind from its own parts: its `lineage.Reverter` (label, version, the rows
-    of a version), the gated tool's change schema and the service that applies changes."""
-    adapter = TypeAdapter(list[schema])  # type: ignore[valid-type]
+    of a version), the gated tool's changes (`ChangeList`: the one schema the tool publishes) and the
+    service that applies changes."""
+    schema = changes
 
     def validate(changes: Any) -> list[dict[str, Any]]:
         if not isinstance(changes, list) or not changes:
             raise Refusal("changes_required", f"A proposal needs at least one change, as {tool} takes them.")
-        if len(changes) > max_changes:
-            raise Refusal("too_many_changes", f"At most {max_changes} changes per proposal.")
+        if len(changes) > schema.max_changes:
+            raise Refusal("too_many_changes", f"At most {schema.max_changes} changes per proposal.")
         try:
-            parsed = adapter.validate_python(changes)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
-            raise Refusal(
-                "invalid_proposal",
-                f"changes.{where}: {error['msg']} (a proposal's changes are exactly what {tool} takes).",
-                field=f"changes.{where}",
-            ) from exc
-        return [change.model_dump(exclude_none=True) for change in parsed]
+            parsed = schema.validate(changes, code="invalid_proposal")
+        except Refusal as refusal:
+            field = refusal.extra["field"]
+            where = f"changes.{refusal.extra['index']}" + (f".{field}" if field else "")
+            refusal.reason += f" A proposal's changes are exactly what {tool} takes."
+            refusal.extra["field"] = where
+            raise
+        return schema.dump(parsed)
 
     lineage = reverter.lineage
     return ProposalKind(

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from operator_site import proposals
+from operator_site.changes import ChangeList
 from operator_site.lineage import (
     UNDO_IT,
     Committed,
@@ -254,9 +255,8 @@ class VersionedModel:
         *,
         action_type: str,
         tool: str,
-        schema: Any,
+        changes: ChangeList,
         apply: Callable[..., dict[str, Any]],
-        max_changes: int,
     ) -> None:
         """From the domain's AppConfig.ready: a notice's one-tap link undoes the version it reports,
         and an agent may propose a change (`action_type`, the `changes` `tool` takes) for the person
@@ -267,8 +267,7 @@ class VersionedModel:
                 action_type=action_type,
                 tool=tool,
                 reverter=self.reverter,
-                schema=schema,
+                changes=changes,
                 apply=apply,
-                max_changes=max_changes,
             )
         )

@@ -155,8 +155,21 @@ def _walk(schema: Any, path: str = "") -> Any:
             yield from _walk(item, path)
 
 
+def _described(prop: dict[str, Any], defs: dict[str, Any]) -> bool:
+    """A property says what it is: by its description, by the definition it refers to, as a
+    union's tag (a `const`: the tag is its own word), or as an object of described properties (a
+    per-operation change's `fields`)."""
+    if prop.get("description") or "const" in prop:
+        return True
+    ref = prop.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        return _described(defs[ref[len("#/$defs/") :]], defs)
+    return bool(prop.get("properties"))
+
+
 def test_the_published_schemas_carry_no_boilerplate_and_describe_every_argument() -> None:
     for spec in registry.all_tools():
+        defs = spec.mcp_tool.input_schema.get("$defs", {})
         for path, sub in _walk(spec.mcp_tool.input_schema):
             assert not isinstance(sub.get("title"), str), f"{spec.name} {path}: a title"
             assert "default" not in sub or sub["default"] is not None, f"{spec.name} {path}: default null"
@@ -164,7 +177,7 @@ def test_the_published_schemas_carry_no_boilerplate_and_describe_every_argument(
             plain = [o for o in options if o != {"type": "null"} and "$ref" not in o and len(o) == 1]
             assert not ({"type": "null"} in options and len(options) == 2 and plain), f"{spec.name} {path}"
             for name, prop in (sub.get("properties") or {}).items():
-                assert prop.get("description"), f"{spec.name} {path}.{name} is not described"
+                assert _described(prop, defs), f"{spec.name} {path}.{name} is not described"
 
 
 def test_compacting_a_schema_keeps_what_it_accepts() -> None:
@@ -197,8 +210,10 @@ async def test_tools_list_for_a_full_access_principal_stays_small(owner) -> None
     tools = parse_sse(response.text)["result"]["tools"]
     assert len(tools) == DECLARED_TOOL_COUNT
     # Issue 19's target is 24 KB; this pins what the compaction reached (docs/performance.md): the
-    # rest is the tools' own words (descriptions), which stay complete.
-    assert len(response.content) <= 38_700, len(response.content)
+    # rest is the tools' own words (descriptions), which stay complete. The per-operation change
+    # schemas of the two gated tools (goals/goal_model/schemas.py, beliefs/schemas.py) cost ~4.4 KB
+    # of it: 14 (entity, op) pairs, each with exactly its fields.
+    assert len(response.content) <= 43_100, len(response.content)
 
 
 def test_arguments_sent_as_json_inside_a_string_are_read_as_json() -> None:

@@ -1,5 +1,6 @@
-"""The goal model's vocabulary: its three kinds of item, the two orders, the ops each kind takes
-and the names the lineage records them under."""
+"""The goal model's vocabulary: its three kinds of item, the two orders, the status transitions and
+the names the lineage records them under (the ops each kind takes, and their fields, are the
+published schema: goals/goal_model/schemas.py)."""
 
 from __future__ import annotations
 
@@ -48,23 +49,6 @@ KINDS: dict[str, ItemKind] = {k.name: k for k in (GOAL, PRIORITY, PROJECT)}
 ORDERED: dict[str, ItemKind] = {GOAL_RANKING: GOAL, PRIORITY_ORDER: PRIORITY}
 REMOVED = "removed"
 
-# What each op may carry in `fields`, and what it must.
-OPS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
-    ("goal", "add"): (frozenset({"title", "detail", "importance"}), frozenset({"title"})),
-    ("goal", "update"): (frozenset({"title", "detail"}), frozenset()),
-    ("goal", "pause"): (frozenset(), frozenset()),
-    ("goal", "resume"): (frozenset(), frozenset()),
-    ("goal", "mark_under_review"): (frozenset(), frozenset()),
-    ("goal", "remove"): (frozenset(), frozenset()),
-    ("goal", "rerank"): (frozenset({"importance"}), frozenset({"importance"})),
-    ("priority", "add"): (frozenset({"name", "detail", "position"}), frozenset({"name"})),
-    ("priority", "update"): (frozenset({"name", "detail"}), frozenset()),
-    ("priority", "move"): (frozenset({"position"}), frozenset({"position"})),
-    ("priority", "remove"): (frozenset(), frozenset()),
-    ("project", "add"): (frozenset({"title", "detail", "status", "goal"}), frozenset({"title"})),
-    ("project", "update"): (frozenset({"title", "detail", "status", "goal"}), frozenset()),
-    ("project", "remove"): (frozenset(), frozenset()),
-}
 # Goal status transitions: action -> (statuses it may start from, status it leads to).
 GOAL_TRANSITIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "pause": (("active", "under_review"), "paused"),
@@ -72,7 +56,6 @@ GOAL_TRANSITIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "mark_under_review": (("active", "paused"), "under_review"),
     "remove": (("active", "paused", "under_review"), "removed"),
 }
-PROJECT_SETTABLE_STATUSES = ("active", "paused", "done")
 
 
 def entity_of(kind: ItemKind, item_id: int) -> str:

@@ -12,15 +12,13 @@ from goals.goal_model.kinds import (
     GOAL,
     GOAL_TRANSITIONS,
     KINDS,
-    MAX_DETAIL_CHARS,
-    MAX_TITLE_CHARS,
     ORDERED,
     PROJECT,
     REMOVED,
     entity_of,
 )
 from goals.goal_model.state import Resolution, State, resolve
-from goals.goal_model.validation import Op, project_status, rank_field, text_field
+from goals.goal_model.validation import Op
 from operator_site import versioned
 from operator_site.evidence import Claim
 from operator_site.lineage import Image
@@ -81,19 +79,22 @@ def _apply_op(state: State, op: Op, item_id: int, links: Mapping[str, int | None
             "first.",
             index=op.index,
         )
+    # The fields were checked against the op's schema (validation.clean_ops): typed, stripped,
+    # only the ones the op takes; what is left to check here depends on the state.
+    fields = op.fields
     if op.op == "add":
         after: Image = {
             "id": item_id,
-            kind.label: text_field(op, kind.label, required=True, limit=MAX_TITLE_CHARS),
-            "detail": text_field(op, "detail", required=False, limit=MAX_DETAIL_CHARS) or "",
+            kind.label: fields[kind.label],
+            "detail": fields.get("detail", ""),
             "status": "active",
         }
         if kind is PROJECT:
-            after["status"] = project_status(op) or "active"
+            after["status"] = fields.get("status", "active")
             after["goal"] = _link(state, op, links)
         items[item_id] = after
         if order is not None:
-            rank = rank_field(op, kind.order_field or "", maximum=len(order) + 1)
+            rank = _rank(op, maximum=len(order) + 1)
             state.orders[kind.name] = _placed(order, item_id, rank)
     else:
         after = dict(before)  # type: ignore[arg-type]
@@ -111,29 +112,34 @@ def _apply_op(state: State, op: Op, item_id: int, links: Mapping[str, int | None
             if after["status"] == REMOVED:
                 raise _transition_refusal(op, after, live)
             if op.op == "update":
-                label = (
-                    text_field(op, kind.label, required=True, limit=MAX_TITLE_CHARS)
-                    if kind.label in op.fields
-                    else None
-                )
-                detail = text_field(op, "detail", required=False, limit=MAX_DETAIL_CHARS)
-                if label is not None:
-                    after[kind.label] = label
-                if detail is not None:
-                    after["detail"] = detail
-                if kind is PROJECT:
-                    status = project_status(op)
-                    if status is not None:
-                        after["status"] = status
-                    if "goal" in op.fields:
-                        after["goal"] = _link(state, op, links)
+                for name in (kind.label, "detail", "status"):
+                    if name in fields:
+                        after[name] = fields[name]
+                if "goal" in fields:
+                    after["goal"] = _link(state, op, links)
             else:  # rerank (goal) / move (priority)
                 assert order is not None
-                rank = rank_field(op, kind.order_field or "", maximum=len(order))
+                rank = _rank(op, maximum=len(order))
                 state.orders[kind.name] = _placed(order, item_id, rank)
         items[item_id] = after
     order_after = list(state.orders[kind.name]) if kind.name in state.orders else None
     return Effect(op, item_id, before, after, order_before, order_after)
+
+
+def _rank(op: Op, *, maximum: int) -> int | None:
+    """The rank an add or a re-rank/move asks for (a 1-based int, by its schema), within the order as
+    it stands: at most one past its end for an add, its length otherwise."""
+    name = op.kind.order_field or ""
+    value = op.fields.get(name)
+    if value is not None and value > maximum:
+        raise Refusal(
+            f"invalid_{name}",
+            f"{op.where}: {name} is a 1-based rank from 1 to {maximum}.",
+            index=op.index,
+            field=name,
+            maximum=maximum,
+        )
+    return value
 
 
 def _link(state: State, op: Op, links: Mapping[str, int | None]) -> int | None:
@@ -181,9 +187,8 @@ def _resolve_all(
         entry: dict[str, Any] = {"index": op.index, "entity": op.kind.name, "op": op.op}
         if op.op == "add":
             new_id = state.new_id()
-            label = op.fields.get(op.kind.label)
-            if isinstance(label, str):
-                pending[op.kind.name].append({"id": new_id, op.kind.label: label, "status": "active"})
+            label = op.fields[op.kind.label]
+            pending[op.kind.name].append({"id": new_id, op.kind.label: label, "status": "active"})
             ids.append(new_id)
             entry.update(target=None, outcome="new")
         else:
@@ -194,18 +199,8 @@ def _resolve_all(
             ambiguous |= found.outcome == "ambiguous"
         op_links: dict[str, int | None] = {}
         if op.kind is PROJECT and "goal" in op.fields:
-            target = op.fields["goal"]
-            if target is None or target == "":
-                link = Resolution("none")
-            elif isinstance(target, bool) or not isinstance(target, int | str):
-                raise Refusal(
-                    "invalid_value",
-                    f"{op.where}: goal is a goal's id or title.",
-                    index=op.index,
-                    field="goal",
-                )
-            else:
-                link = resolve(state, GOAL, target, pending[GOAL.name])
+            target = op.fields["goal"]  # an id or a title (its schema), or None: unlink
+            link = Resolution("none") if target is None else resolve(state, GOAL, target, pending[GOAL.name])
             op_links["goal"] = link.id
             entry["links"] = {"goal": link.as_dict(target)}
             failed |= link.failed

@@ -1,21 +1,15 @@
-"""The shape of a goal-model change, checked before anything is read: which ops each kind takes,
-the fields each op carries, and their values."""
+"""A goal-model change as an op of a write: validated by the published schema
+(goals/goal_model/schemas.py) before anything is read."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from goals.goal_model.kinds import (
-    GOAL,
-    GOAL_ACTIONS,
-    KINDS,
-    MAX_CHANGES,
-    OPS,
-    PROJECT_SETTABLE_STATUSES,
-    ItemKind,
-)
+from pydantic import ValidationError
+
+from goals.goal_model.kinds import GOAL_ACTIONS, KINDS, ItemKind
+from goals.goal_model.schemas import CHANGES
 from operator_site.refusals import Refusal
 
 
@@ -33,116 +27,16 @@ class Op:
         return f"Change {self.index + 1} ({self.kind.name} {self.op})"
 
 
-def clean_ops(changes: Sequence[Mapping[str, Any]]) -> list[Op]:
-    if not changes:
-        raise Refusal("changes_required", "Give at least one change.")
-    if len(changes) > MAX_CHANGES:
-        raise Refusal("too_many_changes", f"At most {MAX_CHANGES} changes per call.")
-    ops = []
-    for index, raw in enumerate(changes):
-        name, op_name = raw.get("entity"), raw.get("op")
-        where = f"Change {index + 1}"
-        if name not in KINDS:
-            raise Refusal(
-                "invalid_change",
-                f"{where}: unknown entity {name!r}; use goal, priority or project.",
-                index=index,
-            )
-        if (name, op_name) not in OPS:
-            valid = ", ".join(op for kind, op in OPS if kind == name)
-            raise Refusal(
-                "invalid_change", f"{where}: a {name} has no op {op_name!r}; use {valid}.", index=index
-            )
-        fields = dict(raw.get("fields") or {})
-        allowed, required = OPS[(name, op_name)]
-        unknown = sorted(set(fields) - allowed)
-        if unknown:
-            raise Refusal(
-                "unknown_field",
-                f"{where} ({name} {op_name}) takes no field {unknown[0]!r}"
-                + (f"; it takes {', '.join(sorted(allowed))}." if allowed else "; it takes no fields."),
-                index=index,
-                field=unknown[0],
-            )
-        missing = sorted(required - set(fields))
-        if missing:
-            raise Refusal(
-                "field_required",
-                f"{where} ({name} {op_name}) needs {missing[0]}.",
-                index=index,
-                field=missing[0],
-            )
-        if op_name == "update" and not fields:
-            raise Refusal(
-                "field_required",
-                f"{where} ({name} update) needs at least one of {', '.join(sorted(allowed))}.",
-                index=index,
-            )
-        target = raw.get("target")
-        if op_name == "add" and target is not None:
-            raise Refusal("invalid_change", f"{where}: an add takes no target.", index=index, field="target")
-        if op_name != "add" and (target is None or target == ""):
-            raise Refusal(
-                "target_required",
-                f"{where}: say which {name} (its id or exact {KINDS[name].label}).",
-                index=index,
-            )
-        if isinstance(target, bool) or not isinstance(target, int | str | None):
-            raise Refusal(
-                "invalid_change", f"{where}: a target is an id or a title.", index=index, field="target"
-            )
-        ops.append(Op(index, KINDS[name], op_name, target, fields))
-    return ops
+def clean_ops(changes: Any) -> list[Op]:
+    """The changes as ops, validated by the one schema the tool publishes (`schemas.CHANGES`): plain
+    dicts (the admin, proposals, tests) or the tool's already validated models. A bad shape is a
+    `Refusal` naming the change and the field; what depends on the model's state is planning's."""
+    return [_op(index, change) for index, change in enumerate(CHANGES.validate(changes))]
 
 
-def text_field(op: Op, name: str, *, required: bool, limit: int) -> str | None:
-    value = op.fields.get(name)
-    if value is None:
-        if required:
-            raise Refusal(
-                "field_required", f"{op.where}: {name} cannot be empty.", index=op.index, field=name
-            )
-        return None
-    if not isinstance(value, str):
-        raise Refusal("invalid_value", f"{op.where}: {name} must be text.", index=op.index, field=name)
-    value = value.strip()
-    if required and not value:
-        raise Refusal("field_required", f"{op.where}: {name} cannot be blank.", index=op.index, field=name)
-    if len(value) > limit:
-        raise Refusal(
-            "invalid_value", f"{op.where}: {name} is at most {limit} characters.", index=op.index, field=name
-        )
-    return value
-
-
-def rank_field(op: Op, name: str, *, maximum: int) -> int | None:
-    value = op.fields.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise Refusal(
-            f"invalid_{name}",
-            f"{op.where}: {name} is a 1-based rank from 1 to {maximum}.",
-            index=op.index,
-            field=name,
-            maximum=maximum,
-        )
-    return value
-
-
-def project_status(op: Op) -> str | None:
-    value = op.fields.get("status")
-    if value is None:
-        return None
-    if value not in PROJECT_SETTABLE_STATUSES:
-        raise Refusal(
-            "invalid_value",
-            f"{op.where}: a project's status is {', '.join(PROJECT_SETTABLE_STATUSES)} (use op remove to "
-            "remove it).",
-            index=op.index,
-            field="status",
-        )
-    return value
+def _op(index: int, change: Any) -> Op:
+    fields = change.fields.model_dump(exclude_unset=True)
+    return Op(index, KINDS[change.entity], change.op, getattr(change, "target", None), fields)
 
 
 def goal_action_op(
@@ -181,4 +75,13 @@ def goal_action_op(
         raise Refusal("title_required", "add needs the new goal's title.", field="title")
     if action == "rerank" and importance is None:
         raise Refusal("importance_required", "rerank needs importance: the 1-based rank to move the goal to.")
-    return Op(0, GOAL, action, goal, fields)
+    change: dict[str, Any] = {"entity": "goal", "op": action, "fields": fields}
+    if action != "add":
+        change["target"] = goal
+    try:  # the values, by the same schema as a reconciliation's (a service caller skips the door)
+        (parsed,) = CHANGES.adapter.validate_python([change])
+    except ValidationError as exc:
+        error = exc.errors(include_url=False, include_input=False)[0]
+        name = {"target": "goal"}.get(str(error["loc"][-1]), str(error["loc"][-1]))
+        raise Refusal("invalid_value", f"{name}: {error['msg']}.", field=name) from None
+    return _op(0, parsed)

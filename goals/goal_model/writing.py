@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from pydantic import BaseModel
 
 from goals.goal_model.describing import change_dict
 from goals.goal_model.planning import (
@@ -153,7 +154,7 @@ def _flatten_single(refusal: Refusal) -> None:
 def reconcile_goal_model(
     *,
     principal: Principal,
-    changes: Sequence[Mapping[str, Any]],
+    changes: Sequence[Mapping[str, Any] | BaseModel],
     confirmed: bool | None = None,
     quote: str | None = None,
     expected_version: int | None = None,
@@ -163,7 +164,8 @@ def reconcile_goal_model(
 ) -> dict[str, Any]:
     """Apply changes across goals, priorities and projects all together or not at all. Fails closed:
     a missing or ambiguous target (or goal link) anywhere refuses the whole call before anything is
-    written, listing how each change resolved. A reconciliation that changes nothing writes no
+    written, listing how each change resolved. `changes` are plain dicts or the tool's validated
+    models, checked by the published schema either way. A reconciliation that changes nothing writes no
     version (and needs no confirmation). `approval` and `unchanged_since`: an accepted proposal
     (see `beliefs.services.update_world_model`)."""
     ops = clean_ops(changes)

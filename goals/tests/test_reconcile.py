@@ -12,6 +12,7 @@ import pytest
 from goals import goal_model
 from goals.models import Goal, GoalModelVersion, Priority, Project
 from goals.tests.helpers import RECONCILE, everything, ranking
+from operator_site.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
 
@@ -242,20 +243,44 @@ def test_priorities_are_ordered_and_move(reconcile, model) -> None:
 
 
 @pytest.mark.parametrize(
-    ("bad", "code"),
+    ("bad", "field"),
     [
-        (change("goal", "add"), "field_required"),
-        (change("goal", "pause", "Run", title="x"), "unknown_field"),
-        (change("goal", "add", "Run", title="x"), "invalid_change"),
-        (change("project", "update", "Couch to 5k"), "field_required"),
-        (change("project", "update", "Couch to 5k", status="removed"), "invalid_value"),
-        (change("project", "add", title="   "), "field_required"),
-        (change("priority", "move", "Health", position=0), "invalid_position"),
-        (change("goal", "rerank", "Run", importance="1"), "invalid_importance"),
-        (change("goal", "pause"), "target_required"),
+        (change("goal", "add"), "fields.title"),
+        (change("goal", "pause", "Run", title="x"), "fields.title"),
+        (change("goal", "add", "Run", title="x"), "target"),
+        (change("project", "update", "Couch to 5k"), "fields"),
+        (change("project", "update", "Couch to 5k", status="removed"), "fields.status"),
+        (change("project", "add", title="   "), "fields.title"),
+        (change("priority", "move", "Health", position=0), "fields.position"),
+        (change("goal", "rerank", "Run", importance="1"), "fields.importance"),
+        (change("goal", "pause"), "target"),
     ],
 )
-def test_malformed_changes_are_refused_naming_the_change(agent, reconcile, model, bad, code) -> None:
+def test_malformed_changes_are_refused_naming_the_change(agent, model, bad, field) -> None:
+    """The shape is the published schema's (goals/goal_model/schemas.py): at the MCP door such a call
+    is `invalid_arguments` (goals/tests/test_change_schemas.py); the service, given dicts, refuses
+    it the same way, naming the change and the field."""
+    before = everything()
+    with pytest.raises(Refusal) as refused:
+        goal_model.reconcile_goal_model(
+            principal=agent.principal, changes=[change("project", "add", title="Fine"), bad]
+        )
+    assert refused.value.code == "invalid_change"
+    assert (refused.value.extra["index"], refused.value.extra["field"]) == (1, field)
+    assert refused.value.reason.startswith(f"Change 2 ({bad['entity']} {bad['op']}): {field}: ")
+    assert everything() == before
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        (change("priority", "move", "Health", position=2), "invalid_position"),
+        (change("goal", "rerank", "Run", importance=3), "invalid_importance"),
+        (change("goal", "add", title="Third", importance=4), "invalid_importance"),
+    ],
+)
+def test_a_rank_past_the_end_of_the_order_is_refused(agent, reconcile, model, bad, code) -> None:
+    """What depends on the state stays with planning: a rank within the order as it stands."""
     before = everything()
     refused = reconcile([change("project", "add", title="Fine"), bad], by=agent)
     assert refused["error"] == code, refused

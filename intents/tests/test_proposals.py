@@ -105,7 +105,7 @@ def test_the_same_proposal_twice_the_same_day_is_one_intent(agent) -> None:
 @pytest.mark.parametrize(
     ("changes", "extra", "code"),
     [
-        ([{"op": "add", "kind": "identity", "key": "home_city"}], {}, "value_required"),
+        ([{"op": "add", "kind": "identity", "key": "home_city"}], {}, "invalid_proposal"),
         ([{"op": "add", "kind": "feelings", "key": "mood", "value": "x"}], {}, "invalid_proposal"),
         (
             [{"op": "add", "kind": "identity", "key": "home_city", "value": "x", "evil": 1}],
@@ -124,6 +124,36 @@ def test_the_same_proposal_twice_the_same_day_is_one_intent(agent) -> None:
 def test_a_proposal_that_could_not_be_applied_is_refused_at_once(agent, changes, extra, code) -> None:
     answer = _propose(agent, changes, **extra)
     assert (answer["ok"], answer["error"]) == (False, code), answer
+    assert Intent.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("action_type", "changes", "field"),
+    [
+        ("goal_model_change", [{"entity": "goal", "op": "add", "fields": {}}], "changes.0.fields.title"),
+        ("goal_model_change", [{"entity": "goal", "op": "pause"}], "changes.0.target"),
+        (
+            "goal_model_change",
+            [{"entity": "priority", "op": "move", "target": "Health", "fields": {"position": True}}],
+            "changes.0.fields.position",
+        ),
+        ("goal_model_change", [{"entity": "project", "op": "rerank", "target": 1}], "changes.0.op"),
+        (
+            "world_model_change",
+            [{"op": "retire", "kind": "note", "key": "k", "value": "v"}],
+            "changes.0.value",
+        ),
+        ("world_model_change", [{"op": "update", "kind": "note", "key": "k"}], "changes.0"),
+    ],
+)
+def test_a_proposal_of_the_wrong_shape_is_refused_by_the_tools_own_schema(
+    agent, action_type, changes, field
+) -> None:
+    """A proposal carries exactly what the gated tool takes: the same per-operation schema
+    (operator_site/changes.py), refused as invalid_proposal naming the field."""
+    action = {"type": action_type, "title": "A change", "changes": changes}
+    answer = run_tool(agent.principal, RECORD, {"action": action})
+    assert (answer["ok"], answer["error"], answer["field"]) == (False, "invalid_proposal", field), answer
     assert Intent.objects.count() == 0
 
 

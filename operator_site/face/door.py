@@ -12,7 +12,8 @@ break a database, a page or a worker later — is checked here, by the dispatche
   as text, `"NaN"`, or JSON inside a string).
 - **Integers** of typed fields within the database's range (a signed 64-bit integer): beyond it
   SQLite cannot bind the value at all and PostgreSQL refuses it — the same call must mean the same
-  thing on either database. (Integers inside JSON values, e.g. a goal change's `fields`, too.)
+  thing on either database. (Integers inside nested models and JSON values too: a goal change's
+  `fields`, an observation's `data`.)
 - **Date-times** between 0001-01-02 and 9999-12-30 in UTC (a date-time without an offset is in the
   operator's zone, `OPERATOR_TIME_ZONE`, and must exist there too). With a day to spare at each end,
   every accepted instant can be written in UTC and in ANY time zone, the operator's included, now

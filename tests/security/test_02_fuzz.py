@@ -98,7 +98,9 @@ def strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[
     if "$ref" in schema:
         return strategy(defs[schema["$ref"].split("/")[-1]], defs)
     schema = _split(schema)
-    if "anyOf" in schema:
+    if "oneOf" in schema:  # a discriminated union (the per-operation changes): one of its variants
+        return st.one_of([strategy(part, defs) for part in schema["oneOf"]])
+    if "anyOf" in schema and schema.get("type") != "object":
         return st.one_of([strategy(part, defs) for part in schema["anyOf"]])
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
@@ -135,11 +137,21 @@ def strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[
     if kind == "object":
         properties = schema.get("properties")
         if not properties:
-            return st.dictionaries(_text(1, 12), _json_values(), max_size=4)
+            anything = st.dictionaries(_text(1, 12), _json_values(), max_size=4)
+            # An object that takes nothing (an op without fields, a tool without arguments): mostly
+            # empty, sometimes not (refused; it keeps the space large enough to draw every example).
+            return (
+                st.one_of(st.just({}), anything) if schema.get("additionalProperties") is False else anything
+            )
         required = set(schema.get("required", []))
         fixed = {name: strategy(properties[name], defs) for name in properties if name in required}
         optional = {name: strategy(properties[name], defs) for name in properties if name not in required}
-        return st.fixed_dictionaries(fixed, optional=optional)
+        # An update names at least one field (`minProperties`, or `anyOf` of `required` lists).
+        least = schema.get("minProperties", 0)
+        needs = [set(part.get("required", [])) for part in schema.get("anyOf", [])]
+        return st.fixed_dictionaries(fixed, optional=optional).filter(
+            lambda d: len(d) >= least and (not needs or any(n <= d.keys() for n in needs))
+        )
     raise AssertionError(f"schema construct not covered by the fuzzer: {schema}")
 
 

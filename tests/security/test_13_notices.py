@@ -304,20 +304,21 @@ def test_no_content_makes_a_safety_notice_undeliverable(make_principal, settings
         except ValidationError as exc:
             if "U+000A" not in str(exc) or "fields" not in str(exc):
                 found["door"] = str(exc)
-        # 3. Past the door (rows written before the rule, another caller of the service): the same
-        #    reconcile straight into the service still makes a deliverable safety notice.
+        # 3. Past the door (rows written before the rule, another caller of the service): the
+        #    service checks the door's schema too, so the hostile title comes as a model built
+        #    without validation (`model_construct`, which the service takes as it is) — the
+        #    reconcile still makes a deliverable safety notice.
         cases += 1
         from django.db import transaction
 
+        from goals.goal_model.schemas import ProjectAdd, ProjectAddFields
+
+        hostile = ProjectAddFields.model_construct(title="Shed\r\nBcc: evil@example.com\u2028x")
         with transaction.atomic():
             done = goal_model.reconcile_goal_model(
                 principal=agent,
                 changes=[
-                    {
-                        "entity": "project",
-                        "op": "add",
-                        "fields": {"title": "Shed\r\nBcc: evil@example.com\u2028x"},
-                    },
+                    ProjectAdd.model_construct(entity="project", op="add", fields=hostile),
                     {"entity": "goal", "op": "add", "fields": {"title": title}},
                 ],
                 confirmed=True,

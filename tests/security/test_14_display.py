@@ -108,19 +108,19 @@ def _door_cases() -> list[tuple[str, str, Any]]:
         ),
         (
             "operator_reconcile_goal_model",
-            "changes.0.fields",
+            "changes.0.fields.title",
             lambda x: {"changes": [{"entity": "project", "op": "add", "fields": {"title": f"Sh{x}ed"}}]},
         ),
         (
             "operator_reconcile_goal_model",
-            "changes.0.fields",
+            "changes.0.fields.name",
             lambda x: {
                 "changes": [{"entity": "priority", "op": "add", "fields": {"name": f"Health{x} first"}}]
             },
         ),
         (
             "operator_reconcile_goal_model",
-            "changes.0.fields",
+            "changes.0.fields.goal",
             lambda x: {
                 "changes": [
                     {"entity": "project", "op": "add", "fields": {"title": "Shed", "goal": f"Ru{x}n"}}
