@@ -36,7 +36,7 @@ from operator_site.models import Instruction, Notification, Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
 from operator_site.sql import create_row, row_where
-from operator_site.versioned import VersionedModel, provenance, provenance_columns, provenance_of
+from operator_site.versioned import Grounds, VersionedModel, provenance, provenance_columns, provenance_of
 from operator_site.wording import key_words
 
 SCOPE = "world_model"  # notification subject kind, confirmation-use scope
@@ -269,10 +269,18 @@ def update_world_model(
             entities=duplicates,
         )
 
-    draft = WORLD_MODEL.begin(expected_version)
+    grounds = Grounds(
+        confirmed=confirmed,
+        quote=quote,
+        expected_version=expected_version,
+        now=now,
+        approval=approval,
+        unchanged_since=unchanged_since,
+    )
+    draft = WORLD_MODEL.begin(grounds.expected_version)
     with WORLD_MODEL.stable(draft):
-        if unchanged_since is not None:  # before anything else: what was shown must still hold
-            WORLD_MODEL.refuse_if_touched_since(unchanged_since, entities)
+        if grounds.unchanged_since is not None:  # before anything else: what was shown must still hold
+            WORLD_MODEL.refuse_if_touched_since(grounds.unchanged_since, entities)
         planned: list[tuple[ChangeSpec, Image | None, Image]] = []
         unchanged: list[str] = []
         for spec in specs:
@@ -296,10 +304,7 @@ def update_world_model(
             images={spec.entity: after for spec, _, after in planned},
             summary=_summary([(spec.op, spec.entity) for spec, _, _ in planned], principal),
             claims=lambda: [_claim(spec, after) for spec, _, after in planned if _is_high(spec.entity)],
-            confirmed=confirmed,
-            quote=quote,
-            now=now,
-            approval=approval,
+            grounds=grounds,
         )
     committed = written.committed
     notice = _notify_write(committed, written.evidence) if written.high_stakes else None

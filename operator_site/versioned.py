@@ -153,6 +153,21 @@ class EvidenceGate:
 
 
 @dataclass(frozen=True)
+class Grounds:
+    """What a gated write stands on, as its caller gave it: the person's words (`confirmed`, with
+    `quote` checked against the write's claims) or their `approval` of a proposal, with
+    `unchanged_since` the version it was proposed against (a target changed since refuses it);
+    `expected_version`, the version the writer read (moved on: a retry); `now`, the clock."""
+
+    confirmed: bool | None = None
+    quote: str | None = None
+    expected_version: int | None = None
+    now: datetime | None = None
+    approval: Evidence | None = None
+    unchanged_since: int | None = None
+
+
+@dataclass(frozen=True)
 class Written:
     committed: Committed
     evidence: Evidence | None
@@ -181,19 +196,20 @@ class VersionedModel:
         images: Mapping[str, Image | None],
         summary: str,
         claims: Callable[[], Sequence[Any]],
-        confirmed: bool | None,
-        quote: str | None,
-        now: datetime | None,
-        approval: Evidence | None = None,
+        grounds: Grounds,
     ) -> Written:
         """Commit a change (inside `lineage.stable(draft)`). If it touches anything high-stakes it
-        needs evidence: the person's `approval` of a proposal, or their words (`confirmed`, `quote`)
-        checked against `claims()`; every high-stakes image that records evidence keeps it."""
+        needs evidence: the person's approval of a proposal, or their words checked against
+        `claims()` (`grounds`); every high-stakes image that records evidence keeps it."""
         high = any(self.reverter.is_high(name) for name in images)
         evidence: Evidence | None = None
         if high:
-            evidence = approval or self.gate.check(
-                confirmed=confirmed, quote=quote, scope=self.scope, claims=claims(), now=now
+            evidence = grounds.approval or self.gate.check(
+                confirmed=grounds.confirmed,
+                quote=grounds.quote,
+                scope=self.scope,
+                claims=claims(),
+                now=grounds.now,
             )
             for name, image in images.items():
                 if image is not None and "evidence" in image and self.reverter.is_high(name):

@@ -30,7 +30,7 @@ from operator_site.lineage import Committed
 from operator_site.models import Notification, Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
-from operator_site.versioned import Evidence
+from operator_site.versioned import Evidence, Grounds
 
 
 @dataclass
@@ -46,21 +46,16 @@ def _write(
     *,
     principal: Principal,
     ops: Sequence[Op],
-    confirmed: bool | None,
-    quote: str | None,
-    expected_version: int | None,
-    now: datetime | None,
+    grounds: Grounds,
     refuse_unchanged: bool,
-    approval: ApprovalEvidence | None = None,
-    unchanged_since: int | None = None,
 ) -> Outcome:
     """Plan, check and commit one goal-model write; `committed` is None when it changes nothing
     (or, with `refuse_unchanged`, that is refused as `nothing_changed`)."""
-    draft = GOAL_MODEL.begin(expected_version)
+    draft = GOAL_MODEL.begin(grounds.expected_version)
     with GOAL_MODEL.stable(draft):
         base = State.load()
-        if unchanged_since is not None:  # before anything else: what was shown must still hold
-            GOAL_MODEL.refuse_if_touched_since(unchanged_since, targets_of(base.copy(), ops))
+        if grounds.unchanged_since is not None:  # before anything else: what was shown must still hold
+            GOAL_MODEL.refuse_if_touched_since(grounds.unchanged_since, targets_of(base.copy(), ops))
         planned = plan_write(base.copy(), ops)
         if not any(effect.changed for effect in planned.effects):
             # "Already so" was decided on a read that another writer may have just changed: only a
@@ -81,10 +76,7 @@ def _write(
             images=images,
             summary=summary_of(planned, principal),
             claims=lambda: claims_of(planned),
-            confirmed=confirmed,
-            quote=quote,
-            now=now,
-            approval=approval,
+            grounds=grounds,
         )
         verify_consistency()
     outcome = Outcome(written.committed, planned, written.evidence, written.high_stakes)
@@ -114,10 +106,7 @@ def apply_goal_change(
         outcome = _write(
             principal=principal,
             ops=ops,
-            confirmed=confirmed,
-            quote=quote,
-            expected_version=expected_version,
-            now=now,
+            grounds=Grounds(confirmed=confirmed, quote=quote, expected_version=expected_version, now=now),
             refuse_unchanged=True,
         )
     except Refusal as refusal:
@@ -172,13 +161,15 @@ def reconcile_goal_model(
     outcome = _write(
         principal=principal,
         ops=ops,
-        confirmed=confirmed,
-        quote=quote,
-        expected_version=expected_version,
-        now=now,
+        grounds=Grounds(
+            confirmed=confirmed,
+            quote=quote,
+            expected_version=expected_version,
+            now=now,
+            approval=approval,
+            unchanged_since=unchanged_since,
+        ),
         refuse_unchanged=False,
-        approval=approval,
-        unchanged_since=unchanged_since,
     )
     if outcome.committed is None:
         return {
