@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 # Tests never need a real secret; a fixed one keeps runs reproducible.
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
@@ -19,14 +20,21 @@ from tests import scorecard
 from tests.fixtures import *  # noqa: F403
 
 
+class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    """Django's production hasher with 1,000 rounds instead of a million. The round count is stored
+    in each hash, so a server or command a test starts as a subprocess (production hashers) still
+    verifies these passwords: a browser test logs in to a real uvicorn with them."""
+
+    iterations = 1000
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Logins are created in hundreds of tests (the `owner` fixture, `principals`), and Django's
-    production hasher (PBKDF2, a million rounds) costs ~0.3 s per password on a small machine: the
-    tests use a cheap one. No test is about the hasher; the servers and commands a test starts as
-    subprocesses keep the production one."""
+    """Logins are created in hundreds of tests (the `owner` fixture, `principals`), and a million
+    PBKDF2 rounds cost ~0.3 s per password on a small machine: the tests hash with 1,000. No test is
+    about the round count."""
     from django.conf import settings
 
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.PASSWORD_HASHERS = ["tests.plugin.QuickPBKDF2PasswordHasher"]
 
 
 # The fast inner loop is `pytest -m "not slow"` (README, "Contributing"). Slow means a real socket,
