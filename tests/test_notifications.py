@@ -42,7 +42,8 @@ def webhook(settings):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     server.received = []  # type: ignore[attr-defined]
     server.status = 204  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: 0.5 s by default, per test.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     settings.OPERATOR_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/hook"
     settings.OPERATOR_WEBHOOK_SECRET = "hook-secret"

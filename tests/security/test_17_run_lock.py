@@ -252,6 +252,10 @@ def test_only_a_person_can_end_a_run_and_no_input_makes_a_5xx(
     assert found == []
 
 
+def _one_off(token: str) -> str:
+    return token[:-1] + ("B" if token.endswith("A") else "A")
+
+
 def test_no_tool_lets_an_agent_end_or_steal_anothers_run(principals, scorecard) -> None:
     from tests.security.helpers import run_tool
 
@@ -265,7 +269,8 @@ def test_no_tool_lets_an_agent_end_or_steal_anothers_run(principals, scorecard) 
         ),
         (
             "operator_run_finish",
-            {"run_id": start["run_id"], "token": start["token"][:-1] + "A", "status": "stale"},
+            # One character off (a 32-byte token's last character is one of 16: never the same one).
+            {"run_id": start["run_id"], "token": _one_off(start["token"]), "status": "stale"},
         ),
         ("operator_run_heartbeat", {"run_id": start["run_id"], "token": "run_guess_guess"}),
         ("operator_run_start", {"kind": "steal", "stale_after_s": 30}),
