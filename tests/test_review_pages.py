@@ -22,11 +22,6 @@ pytestmark = pytest.mark.django_db
 QUOTE = "Please remember my name is Ian Example and that I go by Ian."
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def changed(owner: Any, agent: Any) -> Notification:
     """An agent's high-stakes change, on the person's words: its safety notice."""

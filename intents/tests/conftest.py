@@ -48,9 +48,3 @@ def record(django_capture_on_commit_callbacks: Any) -> Callable[..., tuple[Inten
 @pytest.fixture
 def t0() -> datetime:
     return timezone.now().replace(microsecond=0)
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    """The owner's login is created in many tests here; a slow hasher only slows the suite."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -86,9 +86,8 @@ def _send(client: Client, method: str, path: str, data: Any, headers: dict[str, 
 
 
 def test_no_one_but_the_person_acknowledges_undoes_withdraws_or_decides(
-    principals: dict[str, Any], django_user_model: Any, scorecard: Any, settings: Any
+    principals: dict[str, Any], django_user_model: Any, scorecard: Any
 ) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     world = _world(principals)
     before = _state(world)
     helper = django_user_model.objects.create_user("helper", password="pw-helper-1", is_staff=True)
