@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Discriminator, Field, StringConstraints, model_validator
 from typing_extensions import TypeAliasType
 
-from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged
-from operator_site.display import check_identifier
+from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged, identifier_text
 
 MAX_KEY_CHARS = 120
 MAX_VALUE_CHARS = 4000
@@ -24,14 +23,10 @@ Kind = TypeAliasType(
     "Kind",
     Annotated[BeliefKind, Field(description="High-stakes kinds need confirmation evidence.")],
 )
-Key = TypeAliasType(
+Key = identifier_text(
     "Key",
-    Annotated[
-        str,
-        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_KEY_CHARS),
-        BeforeValidator(check_identifier),  # after the constraints: pydantic runs it first
-        Field(description="Unique among active beliefs of its kind, e.g. name, home_city, diet."),
-    ],
+    max_length=MAX_KEY_CHARS,
+    description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
 )
 Value = TypeAliasType(
     "Value",
@@ -55,7 +50,6 @@ class BeliefAdd(ChangeModel):
 
 def _value_or_confidence(schema: dict[str, Any], model: type) -> None:
     schema["anyOf"] = [{"required": ["value"]}, {"required": ["confidence"]}]
-    schema["properties"]["op"].pop("type", None)
 
 
 class BeliefUpdate(ChangeModel):

@@ -12,21 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
 from pydantic_core import core_schema
+from typing_extensions import TypeAliasType
 
+from operator_site.display import check_identifier
 from operator_site.face.registry import ToolArgs
 from operator_site.refusals import Refusal
-
-
-def _tidy(schema: dict[str, Any], model: type[BaseModel]) -> None:
-    # A tag's `const` says its type: the `"type": "string"` pydantic adds next to it says nothing.
-    for prop in schema.get("properties", {}).values():
-        if "const" in prop:
-            prop.pop("type", None)
 
 
 class ChangeModel(BaseModel):
@@ -35,7 +38,34 @@ class ChangeModel(BaseModel):
     `"importance": true` as 1): an int field is strict, a float one takes `NOT_BOOL`. (Not by a
     validator on every field, as `ToolArgs` does: pydantic allows none on a discriminator.)"""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_tidy)
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # A tag's `const` says its type: the `"type": "string"` pydantic adds next to it says
+        # nothing. Here rather than in `json_schema_extra`, which a subclass may set for itself.
+        out = handler(schema)
+        for prop in handler.resolve_ref_schema(out).get("properties", {}).values():
+            if "const" in prop:
+                prop.pop("type", None)
+        return out
+
+
+def identifier_text(name: str, *, max_length: int, description: str) -> Any:
+    """A named text type (one shared `$defs` entry) for what later changes target by name — a
+    belief's key, a goal's title: stripped, not empty, at most `max_length` characters, and no
+    hidden characters (operator_site.display, checked at the door like every identifier)."""
+    return TypeAliasType(
+        name,
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length),
+            BeforeValidator(check_identifier),  # after the constraints: pydantic runs it first
+            Field(description=description),
+        ],
+    )
 
 
 def _not_bool(value: Any) -> Any:

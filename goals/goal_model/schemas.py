@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -23,7 +22,7 @@ from pydantic import (
 from typing_extensions import TypeAliasType
 
 from goals.goal_model.kinds import MAX_CHANGES, MAX_DETAIL_CHARS, MAX_TITLE_CHARS
-from operator_site.changes import ChangeList, ChangeModel, Untagged
+from operator_site.changes import ChangeList, ChangeModel, Untagged, identifier_text
 from operator_site.display import check_identifier
 
 
@@ -43,14 +42,8 @@ def _link(value: Any) -> int | str | None:
 # Titles and names are what later changes target (and a project's goal link targets one now): they
 # refuse hidden characters at the door, like every identifier (operator_site.display). Named types
 # are one shared `$defs` entry in the published schema.
-Title = TypeAliasType(
-    "Title",
-    Annotated[
-        str,
-        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS),
-        BeforeValidator(check_identifier),  # after the constraints: pydantic runs it first
-        Field(description="A goal's or project's title; a priority's name."),
-    ],
+Title = identifier_text(
+    "Title", max_length=MAX_TITLE_CHARS, description="A goal's or project's title; a priority's name."
 )
 Detail = TypeAliasType(
     "Detail",
