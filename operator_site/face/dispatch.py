@@ -1,17 +1,23 @@
-"""Dispatch of one `tools/call`: allowlist, argument validation, actor overwrite, the transaction,
-the audit row, the envelope.
+"""Dispatch of one `tools/call`: argument validation, admission, allowlist, actor overwrite, the
+transaction, the audit row, the envelope.
 
 Order of events for a call to a registered tool:
 
-1. The principal's allowlist is checked; a tool outside it is refused before anything runs.
-2. The arguments are validated against the tool's pydantic model (the same model its published
-   `inputSchema` was derived from); a bad argument is an `isError` result naming the field.
-3. `actor`, where the tool takes one, is overwritten with the principal's identity. What the caller
-   claimed goes to the audit row only (docs/security.md, check 7).
-4. On a worker thread: one transaction runs the tool and appends the audit row. A `Refusal`
-   (including a lost version race) rolls the whole transaction back, and the refusal and its audit
-   row are written on their own. Nothing is ever half-written. (A read on PostgreSQL needs no
-   transaction: see `_unit`.)
+1. The arguments are validated against the tool's pydantic model (the same model its published
+   `inputSchema` was derived from), on the event loop; nothing is written yet.
+2. ONE unit of database work (face/db.py: a hand-off to a database thread, or inline on SQLite):
+   a. a presented bearer token is admitted — the bearer check and the rate count, one statement
+      on its own (face/admission.py); a refused token ends the request with 401/429/503 and
+      nothing else happens;
+   b. the principal's allowlist is checked; a tool outside it is refused before anything runs;
+      then a bad argument (from 1) is refused, an `isError` result naming the field;
+   c. `actor`, where the tool takes one, is overwritten with the principal's identity. What the
+      caller claimed goes to the audit row only (docs/security.md, check 7);
+   d. one transaction runs the tool and appends the audit row. A `Refusal` (including a lost
+      version race) rolls the whole transaction back, and the refusal and its audit row are
+      written on their own. Nothing is ever half-written. (A read on PostgreSQL needs no
+      transaction: see `_unit`.)
+Every refusal in 2b is audited too.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pydantic import ValidationError
 from operator_site import metrics
 from operator_site.errors import log_failure
 from operator_site.face import door
+from operator_site.face.admission import NotAdmitted, Presented, admit
 from operator_site.face.db import run_db
 from operator_site.face.envelope import envelope
 from operator_site.face.registry import ToolSpec
@@ -308,45 +315,76 @@ def validate_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> Any:
     return args
 
 
-async def dispatch(spec: ToolSpec, principal: Principal, arguments: dict[str, Any]) -> CallToolResult:
-    """One tools/call (see the module docstring). Never raises: whatever fails is answered as an
-    envelope, and the call's audit row is written (or its loss logged)."""
+async def dispatch(
+    spec: ToolSpec, caller: Principal | Presented, arguments: dict[str, Any]
+) -> CallToolResult:
+    """One tools/call (see the module docstring): its arguments validated here, then ONE unit of
+    database work — the presented token admitted (face/admission.py), the allowlist, the tool and
+    its audit row. Raises only `NotAdmitted` (a presented token refused: answered 401, 429 or 503,
+    nothing done); whatever else fails is answered as an envelope, and the call's audit row is
+    written (or its loss logged)."""
     started = time.perf_counter()
     args_digest = canonical_digest(arguments)
     claimed = arguments.get("actor", _MISSING)
     try:
-        return await _dispatch(spec, principal, arguments, started, args_digest, claimed)
+        try:
+            args, fields = validate_arguments(spec, arguments), None
+        except ValidationError as exc:
+            args, fields = None, _field_errors(exc)
+        return await run_db(_serve_call, spec, caller, args, fields, started, args_digest, claimed)
+    except NotAdmitted:
+        raise
     except Exception:
         error_id = log_failure(logger, "tools/call %s", spec.name)
-        call = ToolCall(principal=principal, tool=spec)
         try:
-            await run_db(
-                _guarded_audit,
-                call,
-                spec,
-                AuditEvent.Outcome.ERROR,
-                "internal_error",
-                started,
-                args_digest,
-                claimed,
-            )
+            await run_db(_audit_failure, spec, caller, started, args_digest, claimed)
+        except NotAdmitted:
+            raise
         except Exception:
             logger.exception("could not audit the failed call %s (error id %s)", spec.name, error_id)
         return envelope(internal_error(error_id), is_error=True)
 
 
-async def _dispatch(
+def _audit_failure(
+    spec: ToolSpec, caller: Principal | Presented, started: float, args_digest: str, claimed: Any
+) -> None:
+    principal = admit(caller.token) if isinstance(caller, Presented) else caller
+    call = ToolCall(principal=principal, tool=spec)
+    _guarded_audit(call, spec, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed)
+
+
+def _serve_call(
+    spec: ToolSpec,
+    caller: Principal | Presented,
+    args: Any,
+    fields: list[dict[str, str]] | None,
+    started: float,
+    args_digest: str,
+    claimed: Any,
+) -> CallToolResult:
+    """The call's one unit of database work: admit a presented token (its own statement and
+    transaction, before anything else; raises NotAdmitted), then the call."""
+    principal = admit(caller.token) if isinstance(caller, Presented) else caller
+    try:
+        return _call(spec, principal, args, fields, started, args_digest, claimed)
+    except Exception:
+        error_id = log_failure(logger, "tools/call %s", spec.name)
+        call = ToolCall(principal=principal, tool=spec)
+        _guarded_audit(call, spec, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed)
+        return envelope(internal_error(error_id), is_error=True)
+
+
+def _call(
     spec: ToolSpec,
     principal: Principal,
-    arguments: dict[str, Any],
+    args: Any,
+    fields: list[dict[str, str]] | None,
     started: float,
     args_digest: str,
     claimed: Any,
 ) -> CallToolResult:
     if not principal.may_call(spec.name):
-        await run_db(
-            _refuse_before_dispatch, principal, spec.name, "tool_not_allowed", started, args_digest, claimed
-        )
+        _refuse_before_dispatch(principal, spec.name, "tool_not_allowed", started, args_digest, claimed)
         metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         return envelope(
             {
@@ -359,13 +397,8 @@ async def _dispatch(
             is_error=True,
         )
 
-    try:
-        args = validate_arguments(spec, arguments)
-    except ValidationError as exc:
-        fields = _field_errors(exc)
-        await run_db(
-            _refuse_before_dispatch, principal, spec.name, "invalid_arguments", started, args_digest, claimed
-        )
+    if fields is not None:
+        _refuse_before_dispatch(principal, spec.name, "invalid_arguments", started, args_digest, claimed)
         metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         reason = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         return envelope(
@@ -383,4 +416,4 @@ async def _dispatch(
         args.actor = principal.name
 
     call = ToolCall(principal=principal, tool=spec, claimed_actor=None if claimed is _MISSING else claimed)
-    return await run_db(_run_in_transaction, spec, call, args, started, args_digest, claimed)
+    return _run_in_transaction(spec, call, args, started, args_digest, claimed)

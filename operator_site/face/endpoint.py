@@ -1,11 +1,11 @@
 """`/mcp`: one stateless, bearer-protected POST route on the official MCP SDK.
 
-The guards run in this order, each answering before the next looks at anything:
+The answers, in order of precedence — a request is answered by the first that applies:
 
 1. method: only POST (GET would open an SSE stream that never ends in stateless mode; DELETE has
    no session to end) → 405 with `Allow: POST`;
 2. bearer token → 401 with `WWW-Authenticate: Bearer`, nothing written (a token in the query
-   string is never looked at); the same unit of database work counts the request against the
+   string is never looked at); the same database statement counts the request against the
    principal's rate limit (`face/ratelimit.py`) → 429 with `Retry-After`, nothing else written;
    a database that cannot be reached for this → 503 with `Retry-After` (retryable, nothing done);
 3. Host against ALLOWED_HOSTS → 421, Origin against this request's own origin, the public URL's and
@@ -17,36 +17,38 @@ The guards run in this order, each answering before the next looks at anything:
    non-string `method`, non-object `params`, an `id` that is null, fractional or boolean) → 400 /
    -32600.
 
-Then a fresh `OperatorServer` for this principal serves the request and is discarded when the
-response closes: an ordinary request through the SDK's single-exchange kernel (face/exchange.py),
-anything else through the SDK's stateless streamable-HTTP transport (both protocol eras, chosen per
-request by the SDK from `MCP-Protocol-Version`).
+The checks of 3 and 4 need no database, so they run first (the body is read, bounded, before the
+token is looked up); 2 is answered before any of them all the same. Then a fresh `OperatorServer`
+serves the request and is discarded when the response closes: an ordinary request through the SDK's
+single-exchange kernel (face/exchange.py), anything else through the SDK's stateless
+streamable-HTTP transport (both protocol eras, chosen per request by the SDK from
+`MCP-Protocol-Version`). A `tools/call` of a registered tool is admitted (2) inside the call's own
+unit of database work, one hand-off to the database for the token and the tool
+(face/admission.py); every other request is admitted here before it is served.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCRequest
 from starlette.types import Message, Receive, Scope, Send
 
-from operator_site import metrics
-from operator_site.face import exchange
+from operator_site.face import exchange, registry
+from operator_site.face.admission import NotAdmitted, Presented, admit, unauthorized
 from operator_site.face.auth import parse_bearer
 from operator_site.face.db import run_db
-from operator_site.face.ratelimit import authenticate_and_admit
+from operator_site.face.responses import send_json, send_jsonrpc_error
 from operator_site.face.server import OperatorServer
-
-logger = logging.getLogger("operator.face")
 
 # Host and Origin are checked here against Django's ALLOWED_HOSTS (with Django's own matching
 # rules), so the SDK's copy of those checks is switched off rather than configured twice.
@@ -55,26 +57,6 @@ _SDK_SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 # (face/exchange.py); False sends every request through the SDK's manager (the comparison tests
 # flip it to prove both paths answer alike).
 SINGLE_EXCHANGE = True
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-length", str(len(body)).encode()), *headers],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _json(send: Send, status: int, payload: dict[str, Any], *extra: tuple[bytes, bytes]) -> None:
-    body = json.dumps(payload).encode()
-    await _respond(send, status, body, [(b"content-type", b"application/json"), *extra])
-
-
-async def _jsonrpc_error(send: Send, status: int, code: int, message: str, id_: Any = None) -> None:
-    await _json(send, status, {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}})
 
 
 def _header(scope: Scope, name: bytes) -> list[str]:
@@ -220,9 +202,18 @@ def _parse_message(body: bytes) -> tuple[dict[str, Any] | None, tuple[int, str, 
     return message, None
 
 
+def _deferrable(request: JSONRPCRequest) -> bool:
+    """A `tools/call` of a registered tool: its bearer check runs in the call's own unit of
+    database work (face/admission.py). Anything else is admitted before it is served."""
+    if request.method != "tools/call" or not isinstance(request.params, dict):
+        return False
+    name = request.params.get("name")
+    return isinstance(name, str) and registry.get(name) is not None
+
+
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["method"] != "POST":
-        await _json(
+        await send_json(
             send,
             405,
             {"error": "method_not_allowed", "reason": "/mcp answers POST only (stateless)."},
@@ -232,84 +223,45 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
 
     authorization = _header(scope, b"authorization")
     token = parse_bearer(authorization[0]) if len(authorization) == 1 else None
-    try:
-        principal, rate = await run_db(authenticate_and_admit, token) if token else (None, None)
-    except DatabaseError:
-        # The bearer cannot be checked without the database: a clean, retryable answer, not a 500.
-        logger.warning("database unavailable while authenticating a request")
-        metrics.count_rejected("database_unavailable")
-        await _json(
-            send,
-            503,
-            {
-                "error": "database_unavailable",
-                "reason": "The database is unavailable; nothing was done. Retry shortly.",
-                "retry": True,
-            },
-            (b"retry-after", b"2"),
-        )
-        return
-    if principal is None:
-        metrics.count_rejected("unauthorized")
-        await _json(
-            send,
-            401,
-            {
-                "error": "unauthorized",
-                "reason": "A valid bearer token is required (Authorization: Bearer ...).",
-            },
-            (b"www-authenticate", b'Bearer realm="operator"'),
-        )
-        return
-    if rate is not None and not rate.allowed:
-        metrics.count_rejected("rate_limited")
-        await _json(
-            send,
-            429,
-            {
-                "error": "rate_limited",
-                "reason": f"More than {rate.limit} requests in {rate.window_s} s from this token; "
-                f"retry in {rate.retry_after_s} s. Nothing was done.",
-                "limit": rate.limit,
-                "window_s": rate.window_s,
-                "retry_after_s": rate.retry_after_s,
-            },
-            (b"retry-after", str(rate.retry_after_s).encode()),
-        )
+    if token is None:
+        await unauthorized().send(send)  # nothing to look up: no token
         return
 
-    hosts = _header(scope, b"host")
-    if len(hosts) != 1 or not host_allowed(hosts[0]):
-        await _json(send, 421, {"error": "misdirected_request", "reason": "Host is not in ALLOWED_HOSTS."})
-        return
-    origins = _header(scope, b"origin")
-    if origins and (len(origins) != 1 or not origin_allowed(origins[0], scope)):
-        await _json(
-            send, 403, {"error": "forbidden_origin", "reason": "Requests from this Origin are refused."}
-        )
+    # The checks that need no database run first; a request that fails one is still admitted
+    # (or refused: 401, 429, 503) before its own answer is sent, so those answers keep their order.
+    refusal = _host_or_origin_refusal(scope)
+    request: JSONRPCRequest | None = None
+    body = b""
+    if refusal is None:
+        limit = settings.OPERATOR_MAX_BODY_BYTES
+        try:
+            read = await _read_body(receive, limit)
+        except BodyTooLarge:
+            refusal = _jsonrpc_refusal(413, INVALID_REQUEST, f"Request body too large (limit {limit} bytes)")
+        else:
+            if read is None:
+                return  # the client went away: nothing was looked up, nothing is answered
+            body = read
+            message, refusal = _read_message(scope, body)
+            if SINGLE_EXCHANGE and message is not None:
+                request = exchange.legacy_request(scope, body, message)
+
+    if refusal is None and request is not None and _deferrable(request):
+        # One unit of database work for the bearer check and the tool (face/admission.py).
+        await exchange.answer(OperatorServer(Presented(token)), scope, request, send)
         return
 
-    limit = settings.OPERATOR_MAX_BODY_BYTES
     try:
-        body = await _read_body(receive, limit)
-    except BodyTooLarge:
-        await _jsonrpc_error(send, 413, INVALID_REQUEST, f"Request body too large (limit {limit} bytes)")
+        principal = await run_db(admit, token)
+    except NotAdmitted as refused:
+        await refused.send(send)
         return
-    if body is None:
-        return
-    if not _content_type_ok(scope):
-        await _jsonrpc_error(
-            send, 400, INVALID_REQUEST, "Invalid Request: Content-Type must be application/json"
-        )
-        return
-    message, problem = _parse_message(body)
-    if problem:
-        code, text, id_ = problem
-        await _jsonrpc_error(send, 400, code, text, id_)
+    if refusal is not None:
+        await refusal(send)
         return
 
     server = OperatorServer(principal)
-    if SINGLE_EXCHANGE and (request := exchange.legacy_request(scope, body, message)) is not None:
+    if request is not None:
         await exchange.answer(server, scope, request, send)
         return
 
@@ -326,7 +278,41 @@ async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         server,
         stateless=True,
         security_settings=_SDK_SECURITY,
-        max_request_body_size=limit,
+        max_request_body_size=settings.OPERATOR_MAX_BODY_BYTES,
     )
     async with manager.run():
         await manager.handle_request(scope, replay, send)
+
+
+Answer = Callable[[Send], Awaitable[None]]
+
+
+def _jsonrpc_refusal(status: int, code: int, text: str, id_: Any = None) -> Answer:
+    return functools.partial(send_jsonrpc_error, status=status, code=code, message=text, id_=id_)
+
+
+def _host_or_origin_refusal(scope: Scope) -> Answer | None:
+    """421 for a Host outside ALLOWED_HOSTS, 403 for a foreign Origin (DNS rebinding, other local
+    programs' pages); None when both are acceptable."""
+    hosts = _header(scope, b"host")
+    if len(hosts) != 1 or not host_allowed(hosts[0]):
+        payload = {"error": "misdirected_request", "reason": "Host is not in ALLOWED_HOSTS."}
+        return functools.partial(send_json, status=421, payload=payload)
+    origins = _header(scope, b"origin")
+    if origins and (len(origins) != 1 or not origin_allowed(origins[0], scope)):
+        payload = {"error": "forbidden_origin", "reason": "Requests from this Origin are refused."}
+        return functools.partial(send_json, status=403, payload=payload)
+    return None
+
+
+def _read_message(scope: Scope, body: bytes) -> tuple[dict[str, Any] | None, Answer | None]:
+    """(the JSON-RPC message, None), or (None, the refusal): 400 for a Content-Type other than
+    application/json (-32600) or a body that is not one JSON-RPC message (-32700 / -32600)."""
+    if not _content_type_ok(scope):
+        text = "Invalid Request: Content-Type must be application/json"
+        return None, _jsonrpc_refusal(400, INVALID_REQUEST, text)
+    message, problem = _parse_message(body)
+    if problem:
+        code, text, id_ = problem
+        return None, _jsonrpc_refusal(400, code, text, id_)
+    return message, None

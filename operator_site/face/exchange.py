@@ -50,6 +50,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Scope, Send
 
+from operator_site.face.admission import NotAdmitted
+
 logger = logging.getLogger("operator.face")
 
 # What the SDK's legacy transport (through sse-starlette) sends with every SSE answer.
@@ -155,6 +157,11 @@ async def answer(server: Server[Any], scope: Scope, request: JSONRPCRequest, sen
             lifespan_state=_LIFESPAN_STATE,
         )
         reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
+    except NotAdmitted as refused:
+        # A tools/call admitted in its own unit of work (face/admission.py) whose token was refused:
+        # answered as the endpoint answers it (401, 429 or 503), nothing else was done.
+        await refused.send(send)
+        return
     except Exception as exc:
         # The SDK's JSON-RPC dispatcher's boundary, unchanged: MCPError carries its own error data, a
         # validation error is INVALID_PARAMS without pydantic text, anything else is logged and

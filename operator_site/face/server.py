@@ -18,6 +18,8 @@ from mcp_types import (
 
 from operator_site import __version__
 from operator_site.face import registry
+from operator_site.face.admission import Presented, admit
+from operator_site.face.db import run_db
 from operator_site.face.dispatch import audit_tool_name, audit_unknown_tool, dispatch
 from operator_site.models import Principal
 
@@ -36,7 +38,9 @@ def _input_schema(name: str) -> dict[str, Any] | None:
 
 
 class OperatorServer(Server):
-    """One instance per request, for one principal.
+    """One instance per request, for one principal — or, for a `tools/call` of a registered tool,
+    for the bearer token presented, admitted in the call's own unit of database work
+    (face/admission.py).
 
     `tools/list` shows only the principal's allowed tools. `tools/call` is resolved against the
     whole registry, so a known tool outside the allowlist gets an audited refusal result, and a name
@@ -44,7 +48,7 @@ class OperatorServer(Server):
     result.
     """
 
-    def __init__(self, principal: Principal) -> None:
+    def __init__(self, caller: Principal | Presented) -> None:
         super().__init__(
             name="operator",
             title="The operator",
@@ -58,17 +62,24 @@ class OperatorServer(Server):
             # The SDK opens an OpenTelemetry span per message by default; without an exporter it is
             # pure cost on every call.
             self.middleware.clear()
-        self.principal = principal
+        self.caller = caller
+
+    async def principal(self) -> Principal:
+        """The principal served; a presented token is admitted first (raises NotAdmitted)."""
+        if isinstance(self.caller, Presented):
+            self.caller = await run_db(admit, self.caller.token)
+        return self.caller
 
     async def _list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        principal = await self.principal()
         return ListToolsResult(
-            tools=[spec.mcp_tool for spec in registry.all_tools() if self.principal.may_call(spec.name)]
+            tools=[spec.mcp_tool for spec in registry.all_tools() if principal.may_call(spec.name)]
         )
 
     async def _call_tool(self, ctx: Any, params: CallToolRequestParams) -> CallToolResult:
         arguments = params.arguments or {}
         spec = registry.get(params.name)
         if spec is None:
-            await audit_unknown_tool(self.principal, params.name, arguments)
+            await audit_unknown_tool(await self.principal(), params.name, arguments)
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {audit_tool_name(params.name)}")
-        return await dispatch(spec, self.principal, arguments)
+        return await dispatch(spec, self.caller, arguments)

@@ -335,10 +335,11 @@ async def test_an_unreachable_database_at_the_door_is_a_503_not_a_500(
 ) -> None:
     """The bearer check needs the database. When it cannot be reached the answer is 503 with
     Retry-After and a retryable body (the outage test above sees this on PostgreSQL; this pins it on
-    any database)."""
+    any database) — wherever the request is admitted: a tools/call in its own unit of work, anything
+    else (tools/list, a call of an unknown tool) at the endpoint (face/admission.py)."""
     from django.db import OperationalError
 
-    from operator_site.face import endpoint
+    from operator_site.face import ratelimit
     from tests.fixtures import asgi_http, orm
 
     agent = await orm(lambda: make_principal("door"))
@@ -346,16 +347,23 @@ async def test_an_unreachable_database_at_the_door_is_a_503_not_a_500(
     def down(token: str) -> Any:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(endpoint, "authenticate_and_admit", down)
+    monkeypatch.setattr(ratelimit, "authenticate_and_admit", down)
+    bodies = [
+        tools_call("operator_list_directives", {}),
+        tools_call("operator_record_progress", {"summary": "s", "outcome": "done"}),
+        tools_call("operator_no_such_tool", {}),
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    ]
+    outcomes = []
     async with asgi_http(agent.token) as http:
-        response = await http.post(
-            "/mcp", content=tools_call("operator_list_directives", {}), headers=SEED_HEADERS
-        )
-    outcome = _classify(response)
+        for body in bodies:
+            response = await http.post("/mcp", content=body, headers=SEED_HEADERS)
+            outcomes.append((_classify(response), response.status_code, response.text[:200]))
+    wrong = [o for o in outcomes if o[0] != "retryable:503"]
     scorecard(
         11,
         "database unreachable at the bearer check → 503, retryable",
-        cases=1,
-        bypasses=int(outcome != "retryable:503"),
+        cases=len(bodies),
+        bypasses=len(wrong),
     )
-    assert outcome == "retryable:503", (response.status_code, response.text)
+    assert not wrong, outcomes
