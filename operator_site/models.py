@@ -4,6 +4,7 @@ and which sentence of theirs authorised which change; the rules are `operator_si
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -146,12 +147,22 @@ class AuditEvent(AppendOnlyModel):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.principal_id} {self.tool} {self.outcome}"
 
     @classmethod
-    def append(cls, *, principal: int, durable: bool = True, **values: Any) -> None:
+    def append(
+        cls,
+        *,
+        principal: int,
+        durable: bool = True,
+        insert: Callable[[AuditEvent], Any] | None = None,
+        **values: Any,
+    ) -> None:
         """Insert one row (`principal` is the principal's id). This runs on every tools/call, so it
         goes through the compiled-once insert (`operator_site/sql/`): the row is what
-        `objects.create()` would write, without compiling the statement per call."""
+        `objects.create()` would write, without compiling the statement per call. `insert`: how
+        (the dispatcher's unit of work inserts it as its transaction's last row)."""
         row = cls(principal_id=principal, **values)
-        if durable:
+        if insert is not None:
+            insert(row)
+        elif durable:
             insert_row(row)
         else:  # a read's row: see sql.insert_async_commit
             insert_async_commit(row)

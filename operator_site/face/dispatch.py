@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ from operator_site.face.envelope import envelope
 from operator_site.face.registry import ToolSpec
 from operator_site.models import AuditEvent, Principal
 from operator_site.refusals import Refusal
-from operator_site.sql import read_snapshot
+from operator_site.sql import read_snapshot, write_transaction
 
 logger = logging.getLogger("operator.face")
 
@@ -125,12 +126,15 @@ def _write_audit(
     args_digest: str,
     claimed: Any,
     durable: bool = True,
+    insert: Callable[[AuditEvent], Any] | None = None,
 ) -> None:
     """Append the call's audit row. `durable=False` (a read's row, written on its own): committed
     without waiting for the WAL flush on PostgreSQL (`sql.insert_async_commit`; the trade-off is in
-    docs/performance.md)."""
+    docs/performance.md). `insert`: how the row is inserted (the unit's `last`: the transaction's
+    last statement)."""
     AuditEvent.append(
         durable=durable,
+        insert=insert,
         principal=principal.pk,
         tool=audit_tool_name(tool),
         outcome=outcome,
@@ -151,25 +155,29 @@ def _field_errors(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def _unit(spec: ToolSpec) -> AbstractContextManager[Any]:
-    """The transaction a call runs in.
+    """The transaction a call runs in; what it yields, if anything, inserts the audit row last.
 
     Every write, and every call on SQLite (where a transaction is also the reads' one snapshot),
-    runs in one transaction with its audit row. A read on PostgreSQL is written without one when it
-    is a single query (under READ COMMITTED each statement sees its own snapshot whether or not it
-    is inside a transaction, so BEGIN and COMMIT would buy nothing but two round trips); a read of
-    several queries (`spec.snapshot`: the packet, operator_state, operator_history, the world model)
-    runs in `sql.read_snapshot()`, and its audit row is written after it (the snapshot is read-only).
+    runs in one transaction with its audit row (`sql.write_transaction`: on PostgreSQL the audit row
+    travels with the COMMIT, one round trip). A read on PostgreSQL is
+    written without one when it is a single query (under READ COMMITTED each statement sees its own
+    snapshot whether or not it is inside a transaction, so BEGIN and COMMIT would buy nothing but
+    two round trips); a read of several queries (`spec.snapshot`: the packet, operator_state,
+    operator_history, the world model) runs in `sql.read_snapshot()`, and its audit row is written
+    after it (the snapshot is read-only), in the round trip of the snapshot's COMMIT.
     """
     if spec.read_only and connection.vendor == "postgresql":
         return read_snapshot() if spec.snapshot else nullcontext()
-    return transaction.atomic()
+    return write_transaction()
 
 
 def _audit_after(spec: ToolSpec) -> bool:
-    """Whether the audit row of a successful call is written after its unit: a read on PostgreSQL
-    (its snapshot is read-only, and a one-query read has no transaction), on its own and committed
-    without waiting for the WAL flush (`_write_audit(durable=False)`)."""
-    return spec.read_only and connection.vendor == "postgresql"
+    """Whether the audit row of a successful call is written after its unit: a one-query read on
+    PostgreSQL (it has no transaction), on its own and committed without waiting for the WAL flush
+    (`_write_audit(durable=False)`). Every other call's unit inserts the row as its transaction's
+    last statement (`last`): a write's with its COMMIT; a snapshot read's after the snapshot's
+    COMMIT, in a transaction of its own that does not wait for the flush — each one round trip."""
+    return spec.read_only and not spec.snapshot and connection.vendor == "postgresql"
 
 
 def _run_in_transaction(
@@ -178,11 +186,18 @@ def _run_in_transaction(
     outcome = AuditEvent.Outcome.ERROR  # what the metrics count this call as (set by each branch)
     try:
         after = _audit_after(spec)
-        with _unit(spec):
+        with _unit(spec) as last:
             result = spec.fn(call, args)
             if not after:
                 _write_audit(
-                    call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed
+                    call.principal,
+                    spec.name,
+                    AuditEvent.Outcome.OK,
+                    "",
+                    started,
+                    args_digest,
+                    claimed,
+                    insert=last,
                 )
         if after:
             _write_audit(

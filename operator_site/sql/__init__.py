@@ -28,6 +28,9 @@ from operator_site.sql.compiled import (
 from operator_site.sql.figures import (
     capped_figures,
 )
+from operator_site.sql.flights import (
+    write_transaction,
+)
 from operator_site.sql.locks import (
     Param,
     advisory_xact_lock,
@@ -84,4 +87,5 @@ __all__ = [
     "rows_where",
     "take_budget_slot",
     "tuples",
+    "write_transaction",
 ]

@@ -172,6 +172,21 @@ def insert_async_commit(instance: M) -> M:
     conn = connections[DEFAULT_DB_ALIAS]
     if conn.vendor != "postgresql" or conn.in_atomic_block:
         return insert_row(instance)
+    return send_with_insert(instance, before=ASYNC_COMMIT_BEGIN, after="COMMIT", rollback_on_error=True)
+
+
+# A transaction that does not wait for the WAL flush when it commits (PostgreSQL).
+ASYNC_COMMIT_BEGIN = "BEGIN; SET LOCAL synchronous_commit TO OFF"
+
+
+def send_with_insert(instance: M, *, before: str, after: str, rollback_on_error: bool = False) -> M:
+    """PostgreSQL: INSERT `instance` between the statements `before` and `after` (fixed SQL of the
+    seam: transaction control), all in ONE simple-protocol message — one round trip — with the
+    values bound by psycopg on the client; sets the primary key. The server runs the statements in
+    order and stops at the first error, which is raised as Django's. `rollback_on_error`: when the
+    message opened the transaction itself, roll it back on an error (inside Django's atomic(),
+    Django does)."""
+    conn = connections[DEFAULT_DB_ALIAS]
     model = type(instance)
     sql, fields = _insert(model, conn.vendor, ())
     params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
@@ -179,17 +194,18 @@ def insert_async_commit(instance: M) -> M:
     raw = psycopg.ClientCursor(conn.connection)
     # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
     cursor = conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
+    leading = [part for part in before.split(";") if part.strip()]
     with cursor:
-        batch = f"BEGIN; SET LOCAL synchronous_commit TO OFF; {sql}; COMMIT"
+        batch = "; ".join([*leading, sql, *([after] if after else [])])
         try:
             cursor.execute(batch, params)
         except BaseException:
-            if not conn.connection.closed and conn.connection.info.transaction_status:
+            if rollback_on_error and not conn.connection.closed and conn.connection.info.transaction_status:
                 conn.connection.rollback()
             raise
         if model._meta.pk.db_returning:
-            raw.nextset()  # past SET LOCAL's empty result to the insert's
-            raw.nextset()
+            for _ in leading:
+                raw.nextset()  # past each leading statement's result to the insert's
             setattr(instance, model._meta.pk.attname, raw.fetchone()[0])
     instance._state.adding = False
     instance._state.db = conn.alias

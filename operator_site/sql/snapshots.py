@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import psycopg
 from django.core.management.color import no_style
-from django.db import DEFAULT_DB_ALIAS, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+
+from operator_site.sql.flights import LastRow
+from operator_site.sql.rows import ASYNC_COMMIT_BEGIN
 
 
 # --- snapshots ---------------------------------------------------------------------------------------
 @contextmanager
 def read_snapshot() -> Iterator[None]:
     """One snapshot for a read of several queries, so its counts and lists agree under concurrent
-    writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
-    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
-    attributes), so the price is that statement and the COMMIT. On SQLite a transaction already is
-    one snapshot. Inside a caller's transaction there is nothing to open (its isolation is the
-    caller's)."""
+        writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
+        `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
+        attributes), sent with the first query (`flights.begin_with_first_statement`), so the price is
+    the COMMIT. On SQLite a transaction already is
+        one snapshot. Inside a caller's transaction there is nothing to open (its isolation is the
+        caller's)."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         with transaction.atomic():
             yield
@@ -28,8 +32,12 @@ def read_snapshot() -> Iterator[None]:
     saved = (raw.isolation_level, raw.read_only)
     raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
     try:
-        with transaction.atomic():
-            yield
+        with ExitStack() as stack:
+            conn = connections[DEFAULT_DB_ALIAS]
+            last = LastRow(conn, stack, before=f"COMMIT; {ASYNC_COMMIT_BEGIN}", after="COMMIT", defer=True)
+            stack.callback(last.after_block)
+            stack.enter_context(transaction.atomic())
+            yield last
     finally:
         if not raw.closed:
             raw.isolation_level, raw.read_only = saved

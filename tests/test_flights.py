@@ -1,0 +1,222 @@
+"""Round trips on PostgreSQL, counted on the wire (libpq's protocol trace through psycopg's public
+`PGconn.trace`), and what `sql.flights` must not change: answers, errors, rollbacks, row counts,
+commit hooks (operator_site/sql/flights.py)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import DataError, IntegrityError, connection, transaction
+from django.db.transaction import TransactionManagementError
+from psycopg import pq
+
+from operator_site import sql
+from operator_site.face import registry
+from operator_site.face.admission import Presented
+from operator_site.face.dispatch import _serve_call, canonical_digest
+from operator_site.models import AuditEvent, Principal
+from runs.models import ProgressEntry
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def flights(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[list[str]]]:
+    """What `fn` returned, and the flights it sent: each a run of protocol messages the client
+    sent before it waited for the server's answer (one round trip each)."""
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile(mode="w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            result = fn(*args)
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        lines = trace.read().splitlines()
+    runs: list[list[str]] = []
+    previous = ""
+    for line in lines:
+        direction, _, rest = line.partition("\t")
+        if direction == "F":
+            if previous != "F":
+                runs.append([])
+            runs[-1].append(rest.split("\t", 1)[-1])
+        previous = direction
+    return result, runs
+
+
+def _call(principal: Any, token: str, name: str, arguments: dict[str, Any]) -> Any:
+    spec = registry.get(name)
+    args = spec.args.model_validate(arguments)
+    return _serve_call(
+        spec, Presented(token), args, None, time.perf_counter(), canonical_digest(arguments), None
+    )
+
+
+def _commands(run: list[str]) -> str:
+    """A flight's statements, shortened: 'BEGIN', 'SELECT', 'INSERT', 'COMMIT', ..."""
+    words = []
+    for message in run:
+        kind, _, text = message.partition("\t")
+        if kind in ("Query", "Parse"):
+            statement = text.split('"')[3] if kind == "Parse" and text.count('"') >= 4 else text.strip(' "')
+            words.append(statement.split()[0].upper() if statement.split() else kind)
+        elif kind == "Bind" and not words:
+            words.append("(prepared)")
+    return " ".join(words) or "+".join(m.split("\t")[0] for m in run)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        # The token and the rate count; BEGIN; the day's lookup; the entry; the audit row with
+        # COMMIT. Before sql.flights: six round trips.
+        ("operator_record_progress", {"summary": "s", "outcome": "done"}, 5),
+        # The token; BEGIN; the intent; its event, its decision, its notice; the audit row with
+        # COMMIT. Before: eight.
+        ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 7),
+        # A one-query read: the token, the query, the audit row (one message with its commit).
+        ("operator_list_directives", {}, 3),
+        # A snapshot read: the token, BEGIN (REPEATABLE READ READ ONLY), the board, the lists and
+        # counts; the snapshot's COMMIT with the audit row in its own transaction. Before: six.
+        ("operator_context_packet", {}, 5),
+    ],
+)
+def test_round_trips_of_a_call_on_the_wire(
+    agent, settings, tool: str, arguments: dict[str, Any], expected: int
+) -> None:
+    settings.OPERATOR_DELIVERY = "off"  # a notice is delivered after the commit, not in the call
+    _call(agent.principal, agent.token, tool, arguments)  # warm: the day opens, statements prepare
+    if tool == "operator_record_action_intent":
+        arguments = {"action": {**arguments["action"], "title": "T2"}}
+    result, runs = flights(_call, agent.principal, agent.token, tool, arguments)
+    assert result.is_error is not True, result
+    described = [_commands(run) for run in runs]
+    assert len(runs) == expected, "\n".join(described)
+
+
+def test_the_audit_row_goes_with_the_commit(agent) -> None:
+    arguments = {"summary": "s", "outcome": "done"}
+    _call(agent.principal, agent.token, "operator_record_progress", arguments)
+    _, runs = flights(_call, agent.principal, agent.token, "operator_record_progress", arguments)
+    (last,) = runs[-1]
+    assert last.startswith("Query") and '"operator_site_auditevent"' in last, last
+    assert last.rstrip().endswith('; COMMIT"'), last
+
+
+def _progress_rows() -> int:
+    return ProgressEntry.objects.count()
+
+
+def test_a_value_the_database_refuses_in_the_last_row_rolls_the_whole_write_back(agent) -> None:
+    before, audits = _progress_rows(), AuditEvent.objects.count()
+    with pytest.raises(DataError), sql.write_transaction() as last:
+        sql.create_row(
+            ProgressEntry, summary="kept?", outcome="done", day=_a_day(), recorded_by=agent.principal
+        )
+        last(_audit_row(agent, tool="x" * 5000))  # too long
+    assert _progress_rows() == before and AuditEvent.objects.count() == audits
+    # The connection is usable, in autocommit, outside any transaction.
+    assert connection.get_autocommit() and not connection.in_atomic_block
+    assert Principal.objects.filter(pk=agent.principal.pk).exists()
+
+
+def test_an_error_in_the_first_statement_is_djangos_and_rolls_back(agent) -> None:
+    with pytest.raises(IntegrityError), sql.write_transaction():
+        Principal.objects.create(name=agent.principal.name)  # the name is unique: refused at once
+    assert connection.get_autocommit() and not connection.in_atomic_block
+    assert Principal.objects.filter(name=agent.principal.name).count() == 1
+
+
+def test_a_conditional_update_as_the_first_statement_counts_its_rows(agent) -> None:
+    pk = agent.principal.pk
+    with sql.write_transaction():
+        missed = Principal.objects.filter(pk=pk, name="someone else").update(name="changed")
+        hit = Principal.objects.filter(pk=pk).update(tools=["operator_list_directives"])
+    assert (missed, hit) == (0, 1)
+    with sql.write_transaction():
+        first = Principal.objects.filter(pk=pk, name=agent.principal.name).update(tools=None)
+    assert first == 1
+
+
+def test_nothing_may_follow_the_last_row(agent) -> None:
+    """A statement after last() is a bug (it would run outside the transaction last() ended): it
+    is refused; what last() committed stays committed, and the connection is left clean."""
+    before = _progress_rows()
+    with pytest.raises(RuntimeError, match="no statement may follow"), sql.write_transaction() as last:
+        sql.create_row(
+            ProgressEntry, summary="kept", outcome="done", day=_a_day(), recorded_by=agent.principal
+        )
+        last(_audit_row(agent))
+        Principal.objects.count()
+    assert _progress_rows() == before + 1
+    assert connection.get_autocommit() and not connection.in_atomic_block
+    assert Principal.objects.filter(pk=agent.principal.pk).exists()
+
+
+def test_a_block_django_means_to_roll_back_commits_nothing(agent) -> None:
+    """As with a plain atomic(): the row is refused (Django allows no query in a block marked for
+    rollback) and nothing is committed."""
+    before, audits = _progress_rows(), AuditEvent.objects.count()
+    with pytest.raises(TransactionManagementError), sql.write_transaction() as last:
+        sql.create_row(
+            ProgressEntry, summary="gone", outcome="done", day=_a_day(), recorded_by=agent.principal
+        )
+        transaction.set_rollback(True)  # what Django does after an error caught inside a nested atomic
+        last(_audit_row(agent))
+    assert _progress_rows() == before and AuditEvent.objects.count() == audits
+
+
+def test_a_snapshot_reads_audit_row_is_kept_even_when_the_snapshot_rolls_back(agent) -> None:
+    audits = AuditEvent.objects.count()
+    with sql.read_snapshot() as last:
+        assert Principal.objects.filter(pk=agent.principal.pk).exists()
+        transaction.set_rollback(True)
+        last(_audit_row(agent))
+    assert AuditEvent.objects.count() == audits + 1
+    with sql.read_snapshot() as last:
+        Principal.objects.count()
+        last(_audit_row(agent))
+    assert AuditEvent.objects.count() == audits + 2
+    assert connection.get_autocommit() and not connection.in_atomic_block
+
+
+def test_a_commit_hook_runs_after_the_commit_and_outside_any_pipeline(agent) -> None:
+    seen: list[int] = []
+    with sql.write_transaction() as last:
+        entry = sql.create_row(
+            ProgressEntry, summary="hooked", outcome="done", day=_a_day(), recorded_by=agent.principal
+        )
+        transaction.on_commit(
+            lambda: seen.append(ProgressEntry.objects.filter(pk=entry.pk).update(summary="h2"))
+        )
+        last(_audit_row(agent))
+    assert seen == [1]  # the hook's own update counted its row: no pipeline was open
+    assert ProgressEntry.objects.get(pk=entry.pk).summary == "h2"
+
+
+def test_a_write_commits_what_it_wrote(agent) -> None:
+    audits = AuditEvent.objects.count()
+    with sql.write_transaction() as last:
+        entry = sql.create_row(
+            ProgressEntry, summary="committed", outcome="done", day=_a_day(), recorded_by=agent.principal
+        )
+        last(_audit_row(agent))
+    assert ProgressEntry.objects.filter(pk=entry.pk, summary="committed").exists()
+    assert AuditEvent.objects.count() == audits + 1
+
+
+def _a_day() -> Any:
+    from runs.days import current_day
+
+    with transaction.atomic():
+        return current_day(principal=None, via="test_flights")
+
+
+def _audit_row(holder: Any, tool: str = "t") -> AuditEvent:
+    return AuditEvent(principal_id=holder.principal.pk, tool=tool, outcome="ok", duration_ms=0.0)
