@@ -1,6 +1,6 @@
 """The performance issue's one benchmark: anchors, the operator's tools, growth and memory, one run.
 
-    .venv/bin/python bench/perf.py                     # the full run, about 8 minutes on 2 cores
+    .venv/bin/python bench/perf.py                     # the full run, about 9 minutes on 2 cores
     .venv/bin/python bench/perf.py --quick             # a smoke run (tiny sizes, 2 short rounds)
     .venv/bin/python bench/perf.py --json out.json --database-url postgres://postgres@127.0.0.1:5432/x
 
