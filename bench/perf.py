@@ -1,28 +1,39 @@
 """The performance issue's one benchmark: anchors, the operator's tools, growth and memory, one run.
 
-    .venv/bin/python bench/perf.py                     # the full run, about 6 minutes on 2 cores
-    .venv/bin/python bench/perf.py --quick             # a 1-2 minute smoke run (tiny sizes)
+    .venv/bin/python bench/perf.py                     # the full run, about 9 minutes on 2 cores
+    .venv/bin/python bench/perf.py --quick             # a smoke run (tiny sizes, 2 short rounds)
     .venv/bin/python bench/perf.py --json out.json --database-url postgres://postgres@127.0.0.1:5432/x
 
-Everything on loopback, one server at a time under load, closed-loop keep-alive HTTP/1.1
-(bench/loadgen.py), every answer checked:
+Everything on loopback, one server at a time under load (others may be running, idle),
+closed-loop keep-alive HTTP/1.1 (bench/loadgen.py), every answer checked:
 
-1. Anchors, each at concurrency 1 and 16: (a) the Python MCP SDK with a fresh server per request
-   (the reference of every "vs (a)" ratio), (b) the same with one shared server, (c) a bare ASGI app
-   answering a fixed SSE tool result (the floor: uvicorn and the round trip alone), (d) the
-   TypeScript SDK's stateless pattern on node's http module (skipped without node/npm).
+1. Anchors, each at concurrency 1 and 16, one after another, for context: (a) the Python MCP SDK
+   with a fresh server per request (the reference of every "vs (a)" ratio), (b) the same with one
+   shared server, (c) a bare ASGI app answering a fixed SSE tool result (the floor: uvicorn and the
+   round trip alone), (d) the TypeScript SDK's stateless pattern on node's http module (skipped
+   without node/npm). The "vs (a)" of this table compares figures taken seconds apart.
 2. The operator through the full stack (bearer token and rate count, allowlist, validation,
    transaction, audit row, envelope): two reads and three writes, each at concurrency 1 and 16, on
-   SQLite and on PostgreSQL, one uvicorn worker (a fresh operator per database). For every figure,
-   the CPU milliseconds per call of the server process (from /proc) and of the database's backend
-   processes (PostgreSQL; from /proc, the pids from pg_stat_activity), next to anchor (a)'s server
-   CPU per call; from them the calls per second one core buys and the hosts a load needs.
+   SQLite and on PostgreSQL, one uvicorn worker (a fresh operator per database). The machine's
+   speed drifts within minutes, so a ratio against (a) is only as good as the closeness of its two
+   figures: an anchor (a) server runs next to the operator, and each (database, tool, concurrency)
+   figure is measured in plan.rounds rounds alternating the order, (a, tool), (tool, a), ...; each
+   round gives a ratio (the tool's req/s over (a)'s), and "vs (a)" is their median, with their
+   range. Req/s, p50, p99 and CPU per call are pooled over the rounds, (a)'s likewise over its own
+   runs in the same rounds. For every figure, the CPU milliseconds per call of the server process
+   (from /proc) and of the database's backend processes (PostgreSQL; from /proc, the pids from
+   pg_stat_activity), next to anchor (a)'s server CPU per call from those interleaved runs; from
+   them the calls per second one core buys and the hosts a load needs. Also the size of the
+   `tools/list` answer for a full-access principal (target <= 24 KB).
 3. Growth: p50 of operator_context_packet and operator_state with 1,000 vs 100,000 rows of
-   history (bench/packet_growth.py's fill), on both databases in interleaved rounds; then on
-   PostgreSQL the large history's audit trail grown to 1,000,000 rows, measured again.
+   history (bench/packet_growth.py's fill), on both databases in interleaved rounds, with anchor
+   (a) measured right next to each 1,000-row packet ((a, packet), (packet, a), ...): the packet's
+   p50 against (a)'s is the median (and range) of the round ratios. Then on PostgreSQL the large
+   history's audit trail grown to 1,000,000 rows, measured again.
 4. Memory: one SQLite worker's RSS after a warm-up and after 10,000 more calls (the five tools
    mixed, concurrency 4).
-5. A final table, the JSON report (stdout, and --json), and the targets with met true/false.
+5. A final table, the JSON report (stdout, and --json), and the targets with met true/false (a
+   ratio target's figure is the median of its rounds, shown with their range).
 
 The per-token rate limit stays on, set out of reach (its count is part of every call), and
 delivery is off. A run changes no tracked file (anchor (d)'s packages are installed with `npm ci`,
@@ -38,18 +49,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import itertools
 import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -57,7 +70,7 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadgen import Result, default_check, run_load, tools_call_body
 from mcp_throughput import free_port, stop, wait_for_port
-from packet_growth import Samples, Scratch, interleaved_rounds, pct, sibling_database
+from packet_growth import Samples, Scratch, interleaved_rounds, load, pct, sibling_database
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -68,9 +81,11 @@ CONCURRENCIES = (1, 16)
 READS = ("operator_list_directives", "operator_context_packet")
 WRITES = ("operator_record_progress", "operator_update_world_model", "operator_record_action_intent")
 TOOLS = READS + WRITES
-GROWTH_TOOLS = ("operator_context_packet", "operator_state")
+PACKET = "operator_context_packet"
+GROWTH_TOOLS = (PACKET, "operator_state")
 SMALL_HISTORY = 1_000
 T = TypeVar("T")
+Check = Callable[[int, bytes], str | None]
 
 # The targets (issue 19): at concurrency 1, vs anchor (a).
 PG_VS_A = {
@@ -93,6 +108,7 @@ SQLITE_KEEP = 0.9
 SQLITE_PACKET_VS_A = 0.8
 PACKET_1000_P50_VS_A = 2.5  # the packet over a 1,000-row history: p50 <= 2.5x anchor (a)'s p50
 GROWTH_MAX = 1.3
+TOOLS_LIST_MAX_BYTES = 24_000  # the whole tools/list answer for a full-access principal: <= 24 KB
 RSS_GROWTH_MAX_PCT = 10.0
 LOAD_FOR_HOSTS = 1000.0  # calls/s: the load the "hosts needed" figure is for
 CORES_PER_HOST = 2
@@ -103,8 +119,11 @@ RATE_LIMIT_ON = "1000000000"
 # --- the plan: every size and duration of a run ----------------------------------------------------
 @dataclass(frozen=True)
 class Plan:
-    seconds: float  # measured seconds per throughput figure
-    warmup: float  # unmeasured seconds before each figure
+    seconds: float  # measured seconds per anchor figure (section 1)
+    warmup: float  # unmeasured seconds before each anchor figure, and before a tool's first round
+    rounds: int  # interleaved rounds per operator figure: (a, tool), (tool, a), (a, tool), ...
+    round_seconds: float  # measured seconds per side and round
+    round_warmup: float  # unmeasured seconds before every other side and round
     growth_rounds: int
     growth_seconds: float  # per tool, size and round
     growth_size: int  # the large history (the small one is SMALL_HISTORY)
@@ -115,8 +134,8 @@ class Plan:
     memory_max_seconds: float  # a bound on the memory section, whatever the server's speed
 
 
-FULL = Plan(2.5, 0.5, 3, 1.5, 100_000, 1_000_000, 500, 10_000, 4, 240.0)
-QUICK = Plan(0.5, 0.2, 1, 0.5, 10_000, 50_000, 100, 1_000, 4, 60.0)
+FULL = Plan(2.5, 0.5, 3, 0.75, 0.1, 3, 1.5, 100_000, 1_000_000, 500, 10_000, 4, 240.0)
+QUICK = Plan(0.5, 0.2, 2, 0.3, 0.1, 1, 0.5, 10_000, 50_000, 100, 1_000, 4, 60.0)
 
 
 def parse_args() -> tuple[argparse.Namespace, Plan]:
@@ -127,8 +146,15 @@ def parse_args() -> tuple[argparse.Namespace, Plan]:
     parser.add_argument("--json", help="also write the report to this file")
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL, help="PostgreSQL (flushed)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
-    parser.add_argument("--seconds", type=float, help=f"seconds per figure ({FULL.seconds:g})")
-    parser.add_argument("--warmup", type=float, help=f"warm-up seconds per figure ({FULL.warmup:g})")
+    parser.add_argument("--seconds", type=float, help=f"seconds per anchor figure ({FULL.seconds:g})")
+    parser.add_argument("--warmup", type=float, help=f"warm-up seconds per anchor figure ({FULL.warmup:g})")
+    parser.add_argument("--rounds", type=int, help=f"interleaved rounds per operator figure ({FULL.rounds})")
+    parser.add_argument(
+        "--round-seconds", type=float, help=f"seconds per side and round ({FULL.round_seconds:g})"
+    )
+    parser.add_argument(
+        "--round-warmup", type=float, help=f"warm-up seconds per side and round ({FULL.round_warmup:g})"
+    )
     parser.add_argument("--growth-rounds", type=int, help=f"interleaved rounds ({FULL.growth_rounds})")
     parser.add_argument("--growth-seconds", type=float, help=f"per round ({FULL.growth_seconds:g})")
     parser.add_argument("--growth-size", type=int, help=f"large history ({FULL.growth_size:,})")
@@ -250,39 +276,122 @@ class CpuMeter:
         }
 
 
+def load_run(
+    url: str,
+    body: Callable[[int], bytes],
+    concurrency: int,
+    seconds: float,
+    warmup: float,
+    token: str | None = None,
+    check: Check = default_check,
+    cpu: CpuMeter | None = None,
+) -> Result:
+    """One closed-loop load run; `cpu`, if given, holds the CPU spent in its measured phase."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return asyncio.run(
+        run_load(
+            url,
+            body,
+            concurrency=concurrency,
+            seconds=seconds,
+            headers=headers,
+            warmup_s=warmup,
+            check=check,
+            on_measure=cpu.start if cpu else None,
+            on_measured=cpu.stop if cpu else None,
+        )
+    )
+
+
+def cpu_figures(spent: dict[str, float], requests: int) -> dict[str, float]:
+    """CPU milliseconds per call, of the server and (if metered) of the database's backends."""
+    if not requests or "server" not in spent:
+        return {}
+    out = {"server_cpu_ms": round(1000 * spent["server"] / requests, 3)}
+    if "database" in spent:
+        out["db_cpu_ms"] = round(1000 * spent["database"] / requests, 3)
+    return out
+
+
 def measure(
     url: str,
     body: Callable[[int], bytes],
     concurrency: int,
     plan: Plan,
     token: str | None = None,
-    check: Callable[[int, bytes], str | None] = default_check,
+    check: Check = default_check,
     cpu: CpuMeter | None = None,
 ) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    result = asyncio.run(
-        run_load(
-            url,
-            body,
-            concurrency=concurrency,
-            seconds=plan.seconds,
-            headers=headers,
-            warmup_s=plan.warmup,
-            check=check,
-            on_measure=cpu.start if cpu else None,
-            on_measured=cpu.stop if cpu else None,
-        )
-    )
-    fig = result.summary()
-    if cpu and result.requests:
-        fig["server_cpu_ms"] = round(1000 * cpu.spent["server"] / result.requests, 3)
-        if "database" in cpu.spent:
-            fig["db_cpu_ms"] = round(1000 * cpu.spent["database"] / result.requests, 3)
-    return fig
+    """One figure of section 1: plan.seconds after plan.warmup."""
+    result = load_run(url, body, concurrency, plan.seconds, plan.warmup, token, check, cpu)
+    return {**result.summary(), **(cpu_figures(cpu.spent, result.requests) if cpu else {})}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
+
+
+def spread(values: Sequence[float | None]) -> dict[str, Any]:
+    """The median and the range of per-round ratios (rounds without a figure left out)."""
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    if not known:
+        return {"median": None, "min": None, "max": None, "rounds": list(values)}
+    return {
+        "median": round(statistics.median(known), 3),
+        "min": round(min(known), 3),
+        "max": round(max(known), 3),
+        "rounds": [None if v is None else round(v, 3) for v in values],
+    }
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of an interleaved figure: a server, what to send it (a fresh body maker per run, so
+    writes stay distinct), how to check the answers and whose CPU to meter."""
+
+    url: str
+    body: Callable[[], Callable[[int], bytes]]
+    meter: Callable[[], CpuMeter]
+    token: str | None = None
+    check: Check = default_check
+
+
+@dataclass
+class Pooled:
+    """Every measured round of one side, pooled: requests, seconds, latencies, CPU; and each round's
+    own req/s (the round ratios come from those)."""
+
+    total: Result = field(default_factory=Result)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    round_rps: list[float] = field(default_factory=list)
+
+    def run(self, side: Side, concurrency: int, seconds: float, warmup: float) -> None:
+        cpu = side.meter()
+        result = load_run(side.url, side.body(), concurrency, seconds, warmup, side.token, side.check, cpu)
+        self.total.requests += result.requests
+        self.total.errors += result.errors
+        self.total.seconds += result.seconds
+        self.total.latencies_ms += result.latencies_ms
+        self.total.first_error = self.total.first_error or result.first_error
+        for part, spent in cpu.spent.items():
+            self.cpu_s[part] = self.cpu_s.get(part, 0.0) + spent
+        self.round_rps.append(result.rps)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.total.summary(), **cpu_figures(self.cpu_s, self.total.requests)}
+
+
+def interleaved(tool: Side, anchor: Side, concurrency: int, plan: Plan) -> tuple[Pooled, Pooled]:
+    """plan.rounds rounds of the tool and anchor (a), the order alternating: (a, tool), (tool, a), ...
+    so the machine's drift within a figure weighs on both sides alike. The tool's first round gets
+    plan.warmup; every other run plan.round_warmup (the servers are warm by then)."""
+    ours, theirs = Pooled(), Pooled()
+    for r in range(plan.rounds):
+        order = [(anchor, theirs), (tool, ours)] if r % 2 == 0 else [(tool, ours), (anchor, theirs)]
+        for side, pooled in order:
+            warmup = plan.warmup if side is tool and r == 0 else plan.round_warmup
+            pooled.run(side, concurrency, plan.round_seconds, warmup)
+    return ours, theirs
 
 
 # --- 1. anchors ------------------------------------------------------------------------------------
@@ -334,9 +443,16 @@ def serving(spec: AnchorSpec) -> Iterator[tuple[str, int]]:
         stop(process)
 
 
+ANCHOR_A = python_anchor("a", "(a) Python SDK, fresh server per request", "fresh")
+
+
+def echo_body() -> Callable[[int], bytes]:
+    return tools_call_body("echo", {"text": "hello"})
+
+
 def section_anchors(plan: Plan, skipped: list[str]) -> list[dict[str, Any]]:
     specs = [
-        python_anchor("a", "(a) Python SDK, fresh server per request", "fresh"),
+        ANCHOR_A,
         python_anchor("b", "(b) Python SDK, one shared server", "shared"),
         python_anchor("c", "(c) bare ASGI app, fixed SSE answer (floor)", "floor"),
     ]
@@ -351,7 +467,7 @@ def section_anchors(plan: Plan, skipped: list[str]) -> list[dict[str, Any]]:
         with serving(spec) as (url, pid):
             for concurrency in CONCURRENCIES:
                 cpu = CpuMeter(lambda pid=pid: [pid])
-                fig = measure(url, tools_call_body("echo", {"text": "hello"}), concurrency, plan, cpu=cpu)
+                fig = measure(url, echo_body(), concurrency, plan, cpu=cpu)
                 rows.append({"anchor": spec.key, "variant": spec.label, "concurrency": concurrency, **fig})
                 log(f"  anchor {spec.key} c={concurrency}: {fig['rps']} req/s, {fig['errors']} errors")
     for row in rows:
@@ -399,31 +515,144 @@ def operator(scratches: Scratches, database_url: str | None, workers: int = 1) -
         op.close()
 
 
+@dataclass(frozen=True)
+class AnchorA:
+    """Anchor (a) served next to the operators of sections 2 and 3 (idle while the other side is
+    measured), so every "vs (a)" ratio comes from (a) figures taken in the same rounds."""
+
+    url: str
+    pid: int
+
+    def side(self) -> Side:
+        return Side(self.url, echo_body, lambda: CpuMeter(lambda: [self.pid]))
+
+
+@contextmanager
+def anchor_a_alongside(plan: Plan) -> Iterator[AnchorA]:
+    with serving(ANCHOR_A) as (url, pid):
+        anchor = AnchorA(url, pid)
+        for concurrency in CONCURRENCIES:  # unmeasured: the process's first requests
+            load_run(url, echo_body(), concurrency, plan.warmup, 0)
+        yield anchor
+
+
 def section_operator(
-    plan: Plan, scratches: Scratches, databases: dict[str, str | None], anchors: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    plan: Plan, scratches: Scratches, databases: dict[str, str | None], anchor: AnchorA
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Every (database, tool, concurrency) figure in plan.rounds interleaved rounds with anchor (a);
+    "vs (a)" is the median of the round ratios (req/s of the tool / req/s of (a) in the same round),
+    with their range. Also `tools/list` for a full-access principal, against the first operator."""
     rows = []
+    tools_list = None
     for database, url in databases.items():
         for workers in (1,):
             log(f"operator on {database}, {workers} worker(s)")
             with operator(scratches, url, workers) as op:
+                if tools_list is None:
+                    tools_list = {"database": database, **measure_tools_list(op)}
+                    log(f"  tools/list: {tools_list['bytes']:,} bytes, {tools_list['tools']} tools")
                 for tool in TOOLS:
                     for concurrency in CONCURRENCIES:
-                        cpu = CpuMeter(lambda op=op: worker_pids(op), url)
-                        fig = measure(op.url, body_for(tool), concurrency, plan, op.token, strict_check, cpu)
-                        fig["vs_a"] = ratio(fig["rps"], anchor_rps(anchors, concurrency))
-                        fig["a_server_cpu_ms"] = anchor_rps(anchors, concurrency, "server_cpu_ms")
+                        side = Side(
+                            op.url,
+                            lambda tool=tool: body_for(tool),
+                            lambda op=op, url=url: CpuMeter(lambda: worker_pids(op), url),
+                            op.token,
+                            strict_check,
+                        )
+                        ours, theirs = interleaved(side, anchor.side(), concurrency, plan)
+                        row = operator_row(ours, theirs)
                         rows.append(
                             {
                                 "database": database,
                                 "workers": workers,
                                 "tool": tool,
                                 "concurrency": concurrency,
-                                **fig,
+                                **row,
                             }
                         )
-                        log(f"  {tool} c={concurrency}: {fig['rps']} req/s, {fig['errors']} errors")
-    return rows
+                        log(
+                            f"  {tool} c={concurrency}: {row['rps']} req/s, vs (a) {fmt(row['vs_a'])} "
+                            f"({fmt(row['vs_a_min'])}-{fmt(row['vs_a_max'])}), {row['errors']} errors"
+                        )
+    return rows, tools_list
+
+
+def operator_row(ours: Pooled, theirs: Pooled) -> dict[str, Any]:
+    """One operator figure: the tool's pooled figures, the round ratios against (a) (median, range,
+    each round's), and (a)'s own pooled figures from the same rounds."""
+    fig = ours.summary()
+    vs = spread([ratio(t, a) for t, a in zip(ours.round_rps, theirs.round_rps, strict=True)])
+    a = theirs.summary()
+    return {
+        **fig,
+        "vs_a": vs["median"],
+        "vs_a_min": vs["min"],
+        "vs_a_max": vs["max"],
+        "vs_a_rounds": vs["rounds"],
+        "round_rps": [round(v, 1) for v in ours.round_rps],
+        "a_rps": a["rps"],
+        "a_round_rps": [round(v, 1) for v in theirs.round_rps],
+        "a_p50_ms": a["p50_ms"],
+        "a_server_cpu_ms": a.get("server_cpu_ms"),
+        "a_errors": a["errors"],
+        "a_first_error": a["first_error"],
+    }
+
+
+def post_json(url: str, token: str, message: dict[str, Any]) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    try:
+        connection.request(
+            "POST",
+            parts.path,
+            body=json.dumps(message).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "Authorization": f"Bearer {token}",
+            },
+        )
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def full_access_token(op: Scratch) -> tuple[str, str]:
+    """A token whose principal may call every tool, and what it is. The scratch's own agent token is
+    one when its allowlist is empty (Principal.may_call: no allowlist, every tool); else a human's."""
+    listing = [line.split("\t") for line in op.manage("operator_token", "list").splitlines()]
+    for name, kind, _state, tools, *_ in (row for row in listing if len(row) >= 4):
+        if name.startswith("bench-") and kind == "agent" and tools == "all tools":
+            return op.token, "the bench's agent token (no allowlist: every tool)"
+    name = f"bench-full-{os.getpid()}"
+    created = op.manage("operator_token", "create", name, "--human")
+    return created.strip().splitlines()[-1], "a human token (no allowlist: every tool)"
+
+
+def measure_tools_list(op: Scratch) -> dict[str, Any]:
+    """The size of the whole `tools/list` answer (the HTTP body, as an agent receives it) for a
+    full-access principal; issue 19's target is <= 24 KB."""
+    token, principal = full_access_token(op)
+    status, body = post_json(op.url, token, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    problem = f"HTTP {status}: {body[:200]!r}" if status != 200 else None
+    tools = 0
+    if not problem:
+        text = body.decode("utf-8", "replace")
+        data = next((line[6:] for line in text.splitlines() if line.startswith("data: ")), text)
+        try:
+            tools = len(json.loads(data)["result"]["tools"])
+        except (KeyError, TypeError, ValueError):
+            problem = f"no tool list in the answer: {text[:200]!r}"
+    return {
+        "bytes": len(body),
+        "tools": tools,
+        "principal": principal,
+        "errors": 1 if problem else 0,
+        "first_error": problem,
+    }
 
 
 def find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
@@ -484,9 +713,10 @@ def growth_rows(
     return rows
 
 
-def section_growth(plan: Plan, scratches: Scratches, pg_url: str | None) -> dict[str, Any]:
-    """Small and large histories side by side, on each database, in interleaved rounds; then, on
-    PostgreSQL, the large history's audit trail grown to plan.audit_rows and measured again."""
+def section_growth(plan: Plan, scratches: Scratches, pg_url: str | None, anchor: AnchorA) -> dict[str, Any]:
+    """Small and large histories side by side, on each database, in interleaved rounds (anchor (a)
+    measured next to each small history's packet); then, on PostgreSQL, the large history's audit
+    trail grown to plan.audit_rows and measured again."""
     ops = {"sqlite/small": (scratches.new(None), SMALL_HISTORY)}
     ops["sqlite/large"] = (scratches.new(None), plan.growth_size)
     if pg_url:
@@ -508,10 +738,10 @@ def section_growth(plan: Plan, scratches: Scratches, pg_url: str | None) -> dict
             for label, (_, size) in ops.items()
         }
         targets = [(op, label) for label, (op, _) in ops.items()]
-        samples = interleaved_rounds(
-            targets, GROWTH_TOOLS, plan.growth_rounds, plan.growth_seconds, check=strict_check
-        )
+        small = [label for label, (_, size) in ops.items() if size == SMALL_HISTORY]
+        samples, anchor_samples = rounds_with_anchor(targets, plan, anchor, small)
         rows = growth_rows(samples, meta)
+        packet_vs_a = packet_against_a(samples, anchor_samples, meta)
         if pg_url:
             rows += grow_audit_and_measure(plan, ops["postgresql/small"][0], ops["postgresql/large"][0])
     finally:
@@ -520,7 +750,70 @@ def section_growth(plan: Plan, scratches: Scratches, pg_url: str | None) -> dict
         for label in ("postgresql/small", "postgresql/large"):
             if label in ops:
                 drop_database(ops[label][0].env["DATABASE_URL"])
-    return {"rows": rows, "ratios": growth_ratios(rows)}
+    return {"rows": rows, "ratios": growth_ratios(rows), "packet_vs_a": packet_vs_a}
+
+
+def add_run(sample: Samples, result: Result) -> None:
+    sample.latencies_ms += result.latencies_ms
+    sample.round_p50_ms.append(pct(result.latencies_ms, 0.5))
+    sample.errors += result.errors
+    sample.first_error = sample.first_error or result.first_error
+
+
+def rounds_with_anchor(
+    targets: list[tuple[Scratch, str]], plan: Plan, anchor: AnchorA, paired: Sequence[str]
+) -> tuple[dict[tuple[str, str], Samples], dict[str, Samples]]:
+    """packet_growth.interleaved_rounds's rounds (each tool against every target in turn, the order
+    reversed every other round), with anchor (a) measured right next to the packet of each target in
+    `paired`: (a, packet) in even rounds, (packet, a) in odd ones. All at concurrency 1."""
+    samples = {(tool, label): Samples() for tool in GROWTH_TOOLS for _, label in targets}
+    anchor_samples = {label: Samples() for label in paired}
+
+    def measure_a(label: str) -> None:
+        seconds, warmup = plan.growth_seconds, plan.round_warmup
+        add_run(anchor_samples[label], load_run(anchor.url, echo_body(), 1, seconds, warmup))
+
+    for r in range(plan.growth_rounds):
+        for tool in GROWTH_TOOLS:
+            for op, label in targets if r % 2 == 0 else targets[::-1]:
+                with_a = tool == PACKET and label in anchor_samples
+                if with_a and r % 2 == 0:
+                    measure_a(label)
+                add_run(samples[(tool, label)], load(op, tool, plan.growth_seconds, check=strict_check))
+                if with_a and r % 2 == 1:
+                    measure_a(label)
+    return samples, anchor_samples
+
+
+def packet_against_a(
+    samples: dict[tuple[str, str], Samples],
+    anchor_samples: dict[str, Samples],
+    meta: dict[str, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Per database: the packet's p50 over the small history / anchor (a)'s p50, round by round
+    (each round's pair measured back to back), as the median and range of the rounds."""
+    out = []
+    for label, a in anchor_samples.items():
+        packet = samples[(PACKET, label)]
+        vs = spread([ratio(p, q) for p, q in zip(packet.round_p50_ms, a.round_p50_ms, strict=True)])
+        out.append(
+            {
+                "database": meta[label]["database"],
+                "history": meta[label]["history"],
+                "p50_ms": round(pct(packet.latencies_ms, 0.5), 3),
+                "a_calls": len(a.latencies_ms),
+                "a_p50_ms": round(pct(a.latencies_ms, 0.5), 3),
+                "a_round_p50_ms": [round(v, 3) for v in a.round_p50_ms],
+                "round_p50_ms": [round(v, 3) for v in packet.round_p50_ms],
+                "vs_a_p50": vs["median"],
+                "vs_a_p50_min": vs["min"],
+                "vs_a_p50_max": vs["max"],
+                "vs_a_p50_rounds": vs["rounds"],
+                "errors": a.errors,
+                "first_error": a.first_error or None,
+            }
+        )
+    return out
 
 
 def drop_database(url: str) -> None:
@@ -629,16 +922,30 @@ def section_memory(plan: Plan, scratches: Scratches) -> dict[str, Any]:
 
 
 # --- 5. targets and the report ---------------------------------------------------------------------
-def target(name: str, figure: float | None, goal: str, met: bool | None) -> dict[str, Any]:
-    return {"target": name, "figure": figure, "goal": goal, "met": met}
+def target(
+    name: str,
+    figure: float | None,
+    goal: str,
+    met: bool | None,
+    low: float | None = None,
+    high: float | None = None,
+) -> dict[str, Any]:
+    """A target row; `low`-`high` is the range of the round ratios its figure is the median of."""
+    return {
+        "target": name,
+        "figure": figure,
+        "range": None if low is None or high is None else [low, high],
+        "goal": goal,
+        "met": met,
+    }
 
 
-def at_least(name: str, figure: float | None, goal: float) -> dict[str, Any]:
-    return target(name, figure, f">= {goal:g}", None if figure is None else figure >= goal)
+def at_least(name: str, figure: float | None, goal: float, **spread: float | None) -> dict[str, Any]:
+    return target(name, figure, f">= {goal:g}", None if figure is None else figure >= goal, **spread)
 
 
-def at_most(name: str, figure: float | None, goal: float) -> dict[str, Any]:
-    return target(name, figure, f"<= {goal:g}", None if figure is None else figure <= goal)
+def at_most(name: str, figure: float | None, goal: float, **spread: float | None) -> dict[str, Any]:
+    return target(name, figure, f"<= {goal:g}", None if figure is None else figure <= goal, **spread)
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -648,30 +955,28 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         tool, database = row["tool"], row["database"]
         name = f"{tool}, {database}, c=1, vs (a)"
+        vs = {"low": row["vs_a_min"], "high": row["vs_a_max"]}
         if database == "postgresql":
-            out.append(at_least(name, row["vs_a"], PG_VS_A[tool]))
+            out.append(at_least(name, row["vs_a"], PG_VS_A[tool], **vs))
         else:
             goal = SQLITE_BEFORE[tool] * SQLITE_KEEP
-            if tool == "operator_context_packet":
+            if tool == PACKET:
                 goal = max(goal, SQLITE_PACKET_VS_A)
-            out.append(at_least(name, row["vs_a"], round(goal, 3)))
+            out.append(at_least(name, row["vs_a"], round(goal, 3), **vs))
         if tool in READS and row.get("server_cpu_ms") and row.get("a_server_cpu_ms"):
             name = f"{tool}, {database}, c=1, server CPU ms per call, <= (a)'s"
             out.append(at_most(name, row["server_cpu_ms"], round(row["a_server_cpu_ms"], 3)))
-    a_p50 = next(
-        (r["p50_ms"] for r in report["anchors"] if r["anchor"] == "a" and r["concurrency"] == 1), None
-    )
-    for row in report["growth"]["rows"]:
-        if (
-            row["tool"] == "operator_context_packet"
-            and row["history"] == SMALL_HISTORY
-            and row["phase"] == "history"
-        ):
-            name = f"operator_context_packet, {row['database']}, 1,000-row history, p50 / (a)'s p50"
-            out.append(at_most(name, ratio(row["p50_ms"], a_p50), PACKET_1000_P50_VS_A))
+    for row in report["growth"]["packet_vs_a"]:
+        name = f"{PACKET}, {row['database']}, {row['history']:,}-row history, p50 / (a)'s p50"
+        vs = {"low": row["vs_a_p50_min"], "high": row["vs_a_p50_max"]}
+        out.append(at_most(name, row["vs_a_p50"], PACKET_1000_P50_VS_A, **vs))
     for row in report["growth"]["ratios"]:
         name = f"growth {row['database']}, {row['tool']}, p50 {row['large']} / {SMALL_HISTORY:,}"
         out.append(at_most(name, row["ratio"], GROWTH_MAX))
+    tools_list = report["tools_list"]
+    if tools_list:
+        figure = tools_list["bytes"] if not tools_list["errors"] else None
+        out.append(at_most("tools/list bytes, full access", figure, TOOLS_LIST_MAX_BYTES))
     memory = report["memory"]
     out.append(at_most("RSS growth over the memory run, %", memory["growth_pct"], RSS_GROWTH_MAX_PCT))
     out.append(target("errors", report["errors"], "== 0", report["errors"] == 0))
@@ -695,8 +1000,27 @@ def notes(report: dict[str, Any]) -> list[str]:
 
 
 def erring_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every figure with wrong answers; anchor (a)'s interleaved runs are their own rows."""
     rows = report["anchors"] + report["operator"] + report["growth"]["rows"] + [report["memory"]]
-    return [r for r in rows if r["errors"]]
+    out = [r for r in rows if r["errors"]]
+    for r in report["operator"]:
+        if r.get("a_errors"):
+            where = f"interleaved with {r['database']} {r['tool']}"
+            out.append(
+                {
+                    "variant": f"anchor (a), {where}",
+                    "concurrency": r["concurrency"],
+                    "errors": r["a_errors"],
+                    "first_error": r["a_first_error"],
+                }
+            )
+    for r in report["growth"]["packet_vs_a"]:
+        if r["errors"]:
+            what = f"anchor (a), interleaved with the {r['database']} packet, growth"
+            out.append({"variant": what, "errors": r["errors"], "first_error": r["first_error"]})
+    if report["tools_list"] and report["tools_list"]["errors"]:
+        out.append({"variant": "tools/list", **report["tools_list"]})
+    return out
 
 
 def count_errors(report: dict[str, Any]) -> int:
@@ -729,10 +1053,31 @@ def print_tables(report: dict[str, Any]) -> None:
     print(f"{'variant':62} {head}")
     for r in report["anchors"]:
         print(f"{r['variant']:62} {figures(r)}")
-    print("\n== operator: tools/call through the full stack, bearer token; vs (a) at the same concurrency")
-    print(f"{'database':10} {'workers':>7} {'tool':43} {head}")
+    print(
+        f"\n== operator: tools/call through the full stack, bearer token; {plan['rounds']} rounds of "
+        f"{plan['round_seconds']:g} s per figure, interleaved with anchor (a) at the same concurrency "
+        "((a), tool), (tool, (a)), ...; vs (a): the median of the round ratios (range)"
+    )
+    print(
+        f"{'database':10} {'workers':>7} {'tool':31} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'errors':>6} {'vs (a)':>6} {'range':>11} {'(a) req/s':>9} {'cpu ms':>6} {'(a) cpu':>7} "
+        f"{'db ms':>6}"
+    )
     for r in report["operator"]:
-        print(f"{r['database']:10} {r['workers']:>7} {r['tool']:43} {figures(r)}")
+        span = f"{fmt(r['vs_a_min'])}-{fmt(r['vs_a_max'])}"
+        print(
+            f"{r['database']:10} {r['workers']:>7} {r['tool']:31} {r['concurrency']:>4} {r['rps']:>8.1f} "
+            f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['errors'] + r['a_errors']:>6} "
+            f"{fmt(r['vs_a']):>6} {span:>11} {fmt(r['a_rps'], '.1f'):>9} "
+            f"{fmt(r.get('server_cpu_ms')):>6} {fmt(r.get('a_server_cpu_ms')):>7} "
+            f"{fmt(r.get('db_cpu_ms')):>6}"
+        )
+    tools_list = report["tools_list"]
+    if tools_list:
+        print(
+            f"tools/list for a full-access principal ({tools_list['principal']}, {tools_list['database']}): "
+            f"{tools_list['bytes']:,} bytes, {tools_list['tools']} tools"
+        )
     print(
         f"\n== cost of a call at concurrency 16: CPU ms per call (server process; database backends), "
         f"calls/s one core buys, hosts of {CORES_PER_HOST} cores for {LOAD_FOR_HOSTS:g} calls/s"
@@ -763,6 +1108,12 @@ def print_tables(report: dict[str, Any]) -> None:
         )
     for r in report["growth"]["ratios"]:
         print(f"ratio p50 {r['large']} / {SMALL_HISTORY:,}, {r['database']}, {r['tool']}: {fmt(r['ratio'])}")
+    for r in report["growth"]["packet_vs_a"]:
+        print(
+            f"{PACKET}, {r['database']}, {r['history']:,}-row history: p50 {r['p50_ms']:.2f} ms, anchor (a) "
+            f"interleaved p50 {r['a_p50_ms']:.2f} ms; per-round ratio median {fmt(r['vs_a_p50'])} "
+            f"({fmt(r['vs_a_p50_min'])}-{fmt(r['vs_a_p50_max'])})"
+        )
     m = report["memory"]
     print(
         f"\n== memory: one SQLite worker, concurrency {m['concurrency']}: "
@@ -772,9 +1123,11 @@ def print_tables(report: dict[str, Any]) -> None:
     )
     print("\n== targets")
     width = max(len(t["target"]) for t in report["targets"])
+    print(f"{'target':{width}} {'figure':>8} {'range':>11} {'goal':>9} {'met':>6}")
     for t in report["targets"]:
         met = {True: "met", False: "MISSED", None: "n/a"}[t["met"]]
-        print(f"{t['target']:{width}} {fmt(t['figure']):>8} {t['goal']:>7} {met:>6}")
+        span = f"{fmt(t['range'][0])}-{fmt(t['range'][1])}" if t["range"] else ""
+        print(f"{t['target']:{width}} {fmt(t['figure']):>8} {span:>11} {t['goal']:>9} {met:>6}")
     for row in erring_rows(report):
         what = row.get("variant") or f"{row.get('database')} {row.get('tool', 'memory run')}"
         where = f", {row['workers']} worker(s)" if "workers" in row else ""
@@ -818,10 +1171,14 @@ def main() -> None:
     scratches = Scratches()
     try:
         anchors = timed("1/4 anchors", lambda: section_anchors(plan, skipped))
-        ours = timed(
-            "2/4 the operator's tools", lambda: section_operator(plan, scratches, databases, anchors)
-        )
-        growth = timed("3/4 growth", lambda: section_growth(plan, scratches, pg_url))
+        # Anchor (a) runs next to the operators from here on (idle while they are measured): every
+        # "vs (a)" of sections 2 and 3 comes from (a) figures taken in the same rounds.
+        with anchor_a_alongside(plan) as anchor:
+            ours, tools_list = timed(
+                "2/4 the operator's tools",
+                lambda: section_operator(plan, scratches, databases, anchor),
+            )
+            growth = timed("3/4 growth", lambda: section_growth(plan, scratches, pg_url, anchor))
         memory = timed("4/4 memory", lambda: section_memory(plan, scratches))
     finally:
         scratches.close()
@@ -831,6 +1188,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "loadavg_at_end": [round(v, 2) for v in os.getloadavg()]},
         "anchors": anchors,
         "operator": ours,
+        "tools_list": tools_list,
         "costs": costs(ours),
         "growth": growth,
         "memory": memory,
