@@ -8,7 +8,6 @@ from pydantic import Field
 
 from beliefs import services
 from beliefs.schemas import MAX_CHANGES, BeliefChange, BeliefKind
-from operator_site.changes import ChangesArgs
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
@@ -44,7 +43,7 @@ def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
 
 
 # --- operator_update_world_model -------------------------------------------------------------------
-class UpdateWorldModelArgs(ChangesArgs):
+class UpdateWorldModelArgs(ToolArgs):
     changes: list[BeliefChange] = Field(
         min_length=1,
         max_length=MAX_CHANGES,

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from goals import goal_model, services
 from goals.goal_model.schemas import GoalModelChange
-from operator_site.changes import ChangesArgs
 from operator_site.display import Identifier, IdOrIdentifier
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
@@ -229,7 +228,7 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
     )
 
 
-class ReconcileGoalModelArgs(ChangesArgs):
+class ReconcileGoalModelArgs(ToolArgs):
     changes: list[GoalModelChange] = Field(
         min_length=1,
         max_length=goal_model.MAX_CHANGES,

@@ -42,8 +42,16 @@ def test_registry_holds_only_seed_tools_in_seed_order() -> None:
 def test_annotations_follow_the_tool_class() -> None:
     for spec in registry.all_tools():
         annotations = spec.mcp_tool.annotations
-        assert annotations.read_only_hint is (spec.tool_class is registry.ToolClass.READ), spec.name
+        # A value equal to MCP's default is left out: readOnlyHint defaults to false (a write says
+        # nothing), destructiveHint and openWorldHint to true (so their false is always said).
+        read = spec.tool_class is registry.ToolClass.READ
+        assert annotations.read_only_hint is (True if read else None), spec.name
         assert annotations.destructive_hint is False, spec.name
+        assert annotations.open_world_hint is False, spec.name
+        listed = spec.mcp_tool.model_dump(by_alias=True, exclude_none=True)["annotations"]
+        assert listed == {"destructiveHint": False, "openWorldHint": False} | (
+            {"readOnlyHint": True} if read else {}
+        ), spec.name
         assert spec.description, f"{spec.name} has no description a model can act on"
         assert spec.mcp_tool.input_schema["type"] == "object"
         assert spec.mcp_tool.input_schema.get("additionalProperties") is False

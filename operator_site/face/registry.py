@@ -167,6 +167,62 @@ _REGISTRY: dict[str, ToolSpec] = {}
 _NOISE = ("title",)
 
 
+_DEFS = "#/$defs/"
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the definitions `node` refers to, once per reference."""
+    if isinstance(node, list):
+        return [name for value in node for name in _refs(value)]
+    if not isinstance(node, dict):
+        return []
+    ref = node.get("$ref")
+    own = [ref[len(_DEFS) :]] if isinstance(ref, str) and ref.startswith(_DEFS) else []
+    return own + [name for value in node.values() for name in _refs(value)]
+
+
+def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every `$defs` entry referenced exactly once written where it is referenced:
+    pydantic makes every model a definition, and a per-operation union has many models used once
+    (each variant, its `fields`); a `$ref` to each costs bytes and tells a reader nothing. Shared
+    definitions (a title, a target) stay shared; so does one that refers to itself. Meaning
+    unchanged."""
+    defs = dict(schema.get("$defs", {}))
+    refs = _refs(schema)
+    once = {n for n in defs if refs.count(n) == 1 and n not in _refs(defs[n])}
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        name = str(node.get("$ref", ""))[len(_DEFS) :]
+        if name in once and node["$ref"].startswith(_DEFS):
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return inline({**defs[name], **siblings})
+        return {key: inline(value) for key, value in node.items()}
+
+    out = inline({key: value for key, value in schema.items() if key != "$defs"})
+    kept = {name: inline(value) for name, value in defs.items() if name not in once}
+    return {**out, "$defs": kept} if kept else out
+
+
+def _nested(schema: dict[str, Any]) -> bool:
+    """Whether a top-level argument is an object with properties of its own, or a list of such."""
+    defs = schema.get("$defs", {})
+
+    def resolved(node: Any) -> Any:
+        ref = node.get("$ref", "") if isinstance(node, dict) else ""
+        return resolved(defs[ref[len(_DEFS) :]]) if ref.startswith(_DEFS) else node
+
+    for prop in schema.get("properties", {}).values():
+        prop = resolved(prop)
+        for node in (prop, resolved(prop.get("items", {}))):
+            if isinstance(node, dict) and ("properties" in node or "oneOf" in node):
+                return True
+    return False
+
+
 def compact_schema(schema: Any) -> Any:
     """The argument model's JSON Schema without pydantic's boilerplate, meaning unchanged: no
     per-property (or per-model) `title`, no `default: null`, and an optional value written as
@@ -242,22 +298,27 @@ def tool(
         if name in _REGISTRY:
             raise ValueError(f"tool {name} is declared twice")
         description = " ".join((fn.__doc__ or "").split())
-        # The tool's title is said once (on the tool, not again in its annotations).
+        # The tool's title is said once (on the tool, not again in its annotations). A hint equal to
+        # MCP's default is left out (readOnlyHint: false on a write); destructiveHint and
+        # openWorldHint default to true, so their false is always said.
         annotations = ToolAnnotations(
-            read_only_hint=tool_class is ToolClass.READ,
+            read_only_hint=True if tool_class is ToolClass.READ else None,
             # Nothing here acts outside the operator: even the intent path only records.
             destructive_hint=False,
             open_world_hint=False,
         )
+        input_schema = compact_schema(inline_single_use(args.model_json_schema(by_alias=True)))
+        if _nested(input_schema):
+            # One example is published (the first) where the shape of a call is not plain from
+            # the schema's top level (an object or a list of objects inside); every example is
+            # validated above and exercised by the registry tests.
+            input_schema["examples"] = examples[:1]
         mcp_tool = Tool(
             name=name,
             title=title,
             description=description,
-            # One example is published (the first; agents see the shape of a call); every example
-            # is validated above and exercised by the registry tests.
-            input_schema={**compact_schema(args.model_json_schema(by_alias=True)), "examples": examples[:1]},
+            input_schema=input_schema,
             annotations=annotations,
-            _meta={"io.operator/class": str(tool_class)},
         )
         _REGISTRY[name] = ToolSpec(
             name,
