@@ -21,7 +21,7 @@ BeliefKind = Literal[
 # Named types are one shared `$defs` entry in the published schema (each op's model names them).
 Kind = TypeAliasType(
     "Kind",
-    Annotated[BeliefKind, Field(description="High-stakes kinds need confirmation evidence.")],
+    Annotated[BeliefKind, Field(description="The belief's kind.")],
 )
 Key = identifier_text(
     "Key",
@@ -36,7 +36,9 @@ Value = TypeAliasType(
         Field(description="What the belief says."),
     ],
 )
-Confidence = TypeAliasType("Confidence", Annotated[float, Field(ge=0, le=1, description="0..1."), NOT_BOOL])
+Confidence = TypeAliasType(
+    "Confidence", Annotated[float, Field(ge=0, le=1, description="How sure."), NOT_BOOL]
+)
 
 
 # pydantic reads a model's docstring as its description: these have none (the op says it).

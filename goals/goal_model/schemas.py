@@ -50,7 +50,7 @@ Detail = TypeAliasType(
     Annotated[
         str,
         StringConstraints(strip_whitespace=True, max_length=MAX_DETAIL_CHARS),
-        Field(description="What it means, free text."),
+        Field(description="What it means."),
     ],
 )
 Target = TypeAliasType(
@@ -62,7 +62,7 @@ Target = TypeAliasType(
             {
                 "type": ["integer", "string"],
                 "minLength": 1,
-                "description": "The item: its id, or its exact title (a priority: name) matching one item.",
+                "description": "The item: its id, or the exact title (a priority's name) of one item.",
             }
         ),
     ],
@@ -80,15 +80,21 @@ GoalLink = TypeAliasType(
         ),
     ],
 )
-Importance = Annotated[
-    int, Field(strict=True, ge=1, description="1-based rank, 1 = most important (add: default last).")
-]
-Position = Annotated[
-    int, Field(strict=True, ge=1, description="1-based place in the priority order (add: default last).")
-]
+Importance = TypeAliasType(
+    "Importance",
+    Annotated[
+        int, Field(strict=True, ge=1, description="1-based rank, 1 = most important (add: default last).")
+    ],
+)
+Position = TypeAliasType(
+    "Position",
+    Annotated[
+        int, Field(strict=True, ge=1, description="1-based place in the priority order (add: default last).")
+    ],
+)
 ProjectStatus = TypeAliasType(
     "ProjectStatus",
-    Annotated[Literal["active", "paused", "done"], Field(description="Settable; op remove removes it.")],
+    Annotated[Literal["active", "paused", "done"], Field(description="To remove it: op remove.")],
 )
 
 

@@ -99,9 +99,7 @@ def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
 
 # The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never
 # trusted. Declared once so every tool publishes the same words: `actor: Any = CLAIMED_ACTOR`.
-CLAIMED_ACTOR: Any = Field(
-    None, description="Accepted, never trusted: the acting identity is always the bearer token's principal."
-)
+CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the bearer token's principal is the actor.")
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
@@ -256,6 +254,8 @@ def compact_schema(schema: Any) -> Any:
     if isinstance(out.get("enum"), list) and "type" in out and _enum_fits_type(out["enum"], out["type"]):
         # An enum names every value it accepts; a `type` beside it adds nothing.
         del out["type"]
+    if out.get("additionalProperties") is True:
+        del out["additionalProperties"]  # JSON Schema's default: any other property is allowed
     return out
 
 
