@@ -21,19 +21,19 @@ BeliefKind = Literal[
 # Named types are one shared `$defs` entry in the published schema (each op's model names them).
 Kind = TypeAliasType(
     "Kind",
-    Annotated[BeliefKind, Field(description="The belief's kind.")],
+    Annotated[BeliefKind, Field(description="Belief kind.")],
 )
 Key = identifier_text(
     "Key",
     max_length=MAX_KEY_CHARS,
-    description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
+    description="Unique among active beliefs of its kind, e.g. name, home_city.",
 )
 Value = TypeAliasType(
     "Value",
     Annotated[
         str,
         StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_VALUE_CHARS),
-        Field(description="What the belief says."),
+        Field(description="What it says."),
     ],
 )
 Confidence = TypeAliasType(

@@ -15,10 +15,8 @@ from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
 # --- operator_user_world_model ---------------------------------------------------------------------
 class WorldModelArgs(ToolArgs):
-    as_of_version: int | None = Field(
-        None, ge=0, description="The model as it stood at this version (default: now)."
-    )
-    include_retired: bool | None = Field(None, description="true: list retired beliefs too.")
+    as_of_version: int | None = Field(None, ge=0, description="The model as it stood at this version.")
+    include_retired: bool | None = Field(None, description="true: retired beliefs too.")
     kind: BeliefKind | None = Field(None, description="Only this kind.")
 
 
@@ -31,11 +29,10 @@ class WorldModelArgs(ToolArgs):
     examples=[{}, {"kind": "identity"}, {"as_of_version": 3, "include_retired": True}],
 )
 def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
-    """The reviewable, evidence-backed model of the person: its `version` (pass it as
-    expected_version when writing), active beliefs by kind (identity, goal, behavior_policy,
-    constraint are high-stakes; the rest low-stakes), each with value, confidence, source (the
-    principal, human or agent), the version that set it and its evidence (instruction id, quoted
-    span); and the high-stakes notices the person has not acknowledged."""
+    """The person's model: its version (send it as expected_version when writing), active beliefs by
+    kind (identity, goal, behavior_policy, constraint are high-stakes), each with value, confidence,
+    source principal (human or agent), the version that set it, its evidence (instruction id, quoted
+    span); and unacknowledged high-stakes notices."""
     return services.world_model_snapshot(
         as_of_version=args.as_of_version, include_retired=bool(args.include_retired), kind=args.kind
     )
@@ -46,12 +43,11 @@ class UpdateWorldModelArgs(ToolArgs):
     changes: list[BeliefChange] = Field(
         min_length=1,
         max_length=MAX_CHANGES,
-        description="Applied all together or not at all.",
+        description="All applied, or none.",
     )
     confirmedInConversation: bool | None = Field(  # camelCase: the published name
         None,
-        description="true only if the person confirmed this in conversation. High-stakes kinds need it "
-        "and a quote; alone it proves nothing.",
+        description="true only if the person confirmed it in conversation; alone it proves nothing.",
     )
     confirmationQuote: str | None = Field(  # camelCase: the published name
         None,
@@ -61,8 +57,9 @@ class UpdateWorldModelArgs(ToolArgs):
     expected_version: int | None = Field(
         None,
         ge=0,
-        description="The version you read. If the model moved on, nothing is written: the answer says "
-        "retry: true and current_version.",
+        description=(
+            "The version you read. If it moved on, nothing is written: retry: true, with current_version."
+        ),
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -84,12 +81,11 @@ class UpdateWorldModelArgs(ToolArgs):
     ],
 )
 def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, Any]:
-    """Add, update or retire typed beliefs about the person, all in one version or none. Low-stakes
-    kinds (preference, note, project, risk) apply freely; high-stakes ones (identity, goal,
-    behavior_policy, constraint) need confirmedInConversation: true AND a confirmationQuote. A
-    refusal names the rule that failed and what the quote lacked, and writes nothing; without the
-    person's words, propose the change (operator_record_action_intent). A high-stakes write notifies
-    the person with a one-tap revert."""
+    """Add, update or retire beliefs about the person, in one version. Low-stakes kinds (preference,
+    note, project, risk) apply freely; high-stakes ones (identity, goal, behavior_policy,
+    constraint) need confirmedInConversation: true and a confirmationQuote. A refusal names the
+    failed rule and what the quote lacked, and writes nothing; or propose the change
+    (operator_record_action_intent). High-stakes writes notify the person with a one-tap revert."""
     return services.update_world_model(
         principal=call.principal,
         changes=args.changes,  # validated models: the service takes them as they are
@@ -104,9 +100,11 @@ class RevertWorldModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole model to this version instead. An agent may so undo only its own "
-        "changes, and not put back an undone high-stakes change (that needs the person's fresh words, as "
-        "a new write).",
+        description=(
+            "Restore the whole model to this version instead; an agent only across its own "
+            "changes, and never putting back an undone high-stakes change (that needs the "
+            "person's fresh words)."
+        ),
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read.")
     actor: Any = CLAIMED_ACTOR
@@ -120,10 +118,10 @@ class RevertWorldModelArgs(ToolArgs):
     examples=[{}, {"to_version": 7}],
 )
 def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, Any]:
-    """Undo the last world-model change not yet reverted (an agent: its own; the person: anyone's),
-    restoring exactly what it superseded even if other beliefs changed since (revert_conflict if a
-    later version changed the same beliefs). A revert is a new version; reverting a high-stakes
-    change notifies the person."""
+    """Undo the last unreverted world-model change (an agent: its own; the person: anyone's),
+    restoring exactly what it superseded despite other writes since (revert_conflict if a later
+    version changed the same beliefs). A revert is a new version; reverting a high-stakes change
+    notifies the person."""
     return services.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )
@@ -133,11 +131,11 @@ def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, 
 class RecordInstructionArgs(ToolArgs):
     text: str = Field(min_length=1, max_length=20_000, description="What was said.")
     kind: Literal["instruction", "comment"] = Field(
-        "instruction", description="An instruction (do / remember this) or a comment."
+        "instruction", description="An instruction asks to do or remember."
     )
-    channel: str | None = Field(None, max_length=40, description="Where it was said: chat, voice, email…")
+    channel: str | None = Field(None, max_length=40, description="Where: chat, voice, email…")
     refs: list[str | int] | None = Field(
-        None, max_length=20, description="What it refers to: task or intent ids, links."
+        None, max_length=20, description="Task or intent ids, links it refers to."
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -153,9 +151,8 @@ class RecordInstructionArgs(ToolArgs):
     ],
 )
 def record_instruction(call: ToolCall, args: RecordInstructionArgs) -> dict[str, Any]:
-    """Capture a human instruction or comment, verbatim. Only rows recorded under a human's bearer
-    token are human-authored, the only evidence a confirmationQuote can come from; an agent's rows
-    are kept, never evidence."""
+    """Record a human instruction or comment, verbatim. Only rows recorded under a human's token are
+    human-authored, the only source of a confirmationQuote; an agent's rows are never evidence."""
     row = services.record_instruction(
         principal=call.principal, text=args.text, kind=args.kind, channel=args.channel, refs=args.refs
     )

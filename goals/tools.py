@@ -18,35 +18,32 @@ from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 class TaskPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(None, min_length=1, max_length=300, description="What the task is.")
+    title: str | None = Field(None, min_length=1, max_length=300, description="What it is.")
     status: Literal["todo", "doing", "blocked", "done", "dropped"] | None = Field(
         None, description="Its state."
     )
     priority: Literal["low", "normal", "high", "urgent"] | None = Field(None, description="How urgent.")
     owner: str | None = Field(None, max_length=100, description="Who does it.")
-    blocker: str | None = Field(
-        None, max_length=4000, description="What blocks it: a blocked task needs one."
-    )
+    blocker: str | None = Field(None, max_length=4000, description="What blocks it; needed when blocked.")
     detail: str | None = Field(None, max_length=20000, description="Notes.")
-    lane: str | None = Field(None, max_length=60, description="Its board lane.")
+    lane: str | None = Field(None, max_length=60, description="Board lane.")
 
 
 class UpdateTaskArgs(ToolArgs):
-    id: int | None = Field(None, ge=1, description="The task's id.")
+    id: int | None = Field(None, ge=1, description="Task id.")
     key: Identifier | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9_-]{0,119}$",
-        description="A stable slug; an unknown key creates the task (give it a title): how to put work on "
-        "the board.",
+        description="Stable slug; an unknown key creates the task (give a title).",
     )
     patch: TaskPatch = Field(default_factory=TaskPatch, description="Only the fields to change.")
     goal: IdOrIdentifier | None = Field(
         None,
-        description='Link to a goal: its id, or a title matching exactly one; "" unlinks.',
+        description='Link to a goal: id or a title matching one; "" unlinks.',
     )
     project: IdOrIdentifier | None = Field(
         None,
-        description='Link to a project: its id, or a title matching exactly one; "" unlinks.',
+        description='Link to a project: id or a title matching one; "" unlinks.',
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -68,8 +65,8 @@ class UpdateTaskArgs(ToolArgs):
     ],
 )
 def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
-    """Patch a task on the board, found by id or key. Returns the task and `changed`: the fields
-    and links whose value changed (empty, nothing written, when none did)."""
+    """Patch a task on the board, by id or key. Returns it and `changed`: the fields and links whose
+    value changed (none: nothing written)."""
     patch = args.patch.model_dump(exclude_unset=True)
     result = services.update_task(
         principal=call.principal,
@@ -88,7 +85,7 @@ def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
 
 
 class LogDecisionArgs(ToolArgs):
-    title: str = Field(min_length=1, max_length=300, description="A short name for it.")
+    title: str = Field(min_length=1, max_length=300, description="A short name.")
     decision: str = Field(min_length=1, max_length=20000, description="What was decided.")
     rationale: str = Field(min_length=1, max_length=20000, description="Why.")
     alternatives: list[str] = Field(
@@ -113,8 +110,8 @@ class LogDecisionArgs(ToolArgs):
     ],
 )
 def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
-    """Append a strategic decision to the durable, human-readable log. Entries are never edited or
-    removed; each is chained by hash to the one before."""
+    """Append a strategic decision to the human-readable log: never edited or removed, each entry
+    hash-chained to the one before."""
     entry = services.log_decision(
         principal=call.principal,
         title=args.title,
@@ -129,8 +126,7 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
 # --- the goal model --------------------------------------------------------------------------------------
 CONFIRMED_FIELD = Field(  # camelCase: the published name
     None,
-    description="true only if the person confirmed this in conversation. Goal and priority changes "
-    "need it and a quote; alone it proves nothing.",
+    description="true only if the person confirmed it in conversation; alone it proves nothing.",
 )
 QUOTE_FIELD = Field(  # camelCase: the published name
     None,
@@ -140,28 +136,29 @@ QUOTE_FIELD = Field(  # camelCase: the published name
 EXPECTED_FIELD = Field(
     None,
     ge=0,
-    description="The version you read. If the model moved on, nothing is written: the answer says "
-    "retry: true and current_version.",
+    description=(
+        "The version you read. If it moved on, nothing is written: retry: true, with current_version."
+    ),
 )
 
 
 class ApplyGoalChangeArgs(ToolArgs):
     action: Literal["pause", "resume", "add", "remove", "mark_under_review", "rerank"] = Field(
-        description="pause: active/under review → paused; resume: paused/under review → active; "
-        "mark_under_review: active/paused → under review; rerank: to importance."
+        description=(
+            "pause: active/under review → paused; resume: paused/under review → active; "
+            "mark_under_review: active/paused → under review; rerank: to importance."
+        )
     )
     goal: IdOrIdentifier | None = Field(
         None,
-        description="The goal (not for add): its id, or a title matching exactly one (any case).",
+        description="Not for add: id, or a title matching one goal (any case).",
     )
-    title: Identifier | None = Field(
-        None, min_length=1, max_length=300, description="add: the new goal's title."
-    )
-    detail: str | None = Field(None, max_length=4000, description="add: what the goal means.")
+    title: Identifier | None = Field(None, min_length=1, max_length=300, description="add: its title.")
+    detail: str | None = Field(None, max_length=4000, description="add: what it means.")
     importance: int | None = Field(
         None,
         ge=1,
-        description="1-based rank, 1 = most important: rerank needs it; add defaults to last.",
+        description="1 = most important; rerank needs it, add defaults to last.",
     )
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
@@ -200,12 +197,11 @@ class ApplyGoalChangeArgs(ToolArgs):
     ],
 )
 def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, Any]:
-    """Pause, resume, add, remove, mark under review, or re-rank one of the person's goals. Goals are
-    high-stakes: every change needs confirmedInConversation: true AND a confirmationQuote; a refusal
-    names the rule that failed and writes nothing (or propose the change for the person to approve:
-    operator_record_action_intent). An ambiguous or missing goal is refused with the candidates, an
-    invalid transition with the current status. Ranks stay dense and unique. Every change notifies
-    the person with a one-tap revert."""
+    """Pause, resume, add, remove, mark under review or re-rank one of the person's goals. Goals are
+    high-stakes: confirmedInConversation: true and a confirmationQuote; a refusal names the failed
+    rule and writes nothing (or propose it: operator_record_action_intent). An ambiguous or missing
+    goal is refused with the candidates, an invalid transition with its status. Ranks stay dense.
+    Notifies the person with a one-tap revert."""
     return goal_model.apply_goal_change(
         principal=call.principal,
         action=args.action,
@@ -223,7 +219,7 @@ class ReconcileGoalModelArgs(ToolArgs):
     changes: list[GoalModelChange] = Field(
         min_length=1,
         max_length=goal_model.MAX_CHANGES,
-        description="Applied in order, all together or not at all.",
+        description="In order; all applied, or none.",
     )
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
@@ -260,12 +256,11 @@ class ReconcileGoalModelArgs(ToolArgs):
     ],
 )
 def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[str, Any]:
-    """Apply changes across goals, priorities and projects atomically: one new version, or nothing.
-    Fails closed: if a target (or a project's goal link) is missing or matches more than one item,
-    no version is written and the answer lists how each change resolved, with the candidates. Goal
-    and priority changes are high-stakes (confirmedInConversation and a confirmationQuote with a
-    sentence for each); projects apply freely. Changing nothing writes no version. Every change
-    notifies the person with a one-tap revert."""
+    """Change goals, priorities and projects atomically, in one version. Fails closed: a missing or
+    ambiguous target (or project goal link) writes nothing, and the answer says how each change
+    resolved, with candidates. Goal and priority changes are high-stakes (confirmedInConversation,
+    and a confirmationQuote sentence for each); projects apply freely. No change, no version. Each
+    change notifies the person with a one-tap revert."""
     return goal_model.reconcile_goal_model(
         principal=call.principal,
         changes=args.changes,  # validated models: the service takes them as they are
@@ -279,8 +274,11 @@ class RevertGoalModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole goal model to this version instead. An agent may so undo only its "
-        "own changes, and not put back an undone goal or priority change without the person's fresh words.",
+        description=(
+            "Restore the whole goal model to this version instead; an agent only across its "
+            "own changes, and never putting back an undone goal or priority change without "
+            "the person's fresh words."
+        ),
     )
     expected_version: int | None = Field(None, ge=0, description="The version you read.")
     actor: Any = CLAIMED_ACTOR
@@ -294,10 +292,10 @@ class RevertGoalModelArgs(ToolArgs):
     examples=[{}, {"to_version": 4}],
 )
 def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, Any]:
-    """Undo the last goal-model change not yet reverted (an agent: its own; the person: anyone's),
-    restoring exactly what it superseded even if other goals changed since (revert_conflict if a
-    later version changed the same goals, ranking or projects). A revert is a new version and
-    notifies the person."""
+    """Undo the last unreverted goal-model change (an agent: its own; the person: anyone's),
+    restoring exactly what it superseded despite other writes since (revert_conflict if a later
+    version changed the same goals, ranking or projects). A revert is a new version and notifies the
+    person."""
     return goal_model.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )

@@ -18,17 +18,16 @@ DirectiveKind = Literal["quiet", "topic_mute", "focus"]
 
 class SetDirectiveArgs(ToolArgs):
     kind: DirectiveKind = Field(
-        description="quiet: hold every notification; topic_mute: those about topic; focus: all not about "
-        "topic."
+        description="quiet: hold all notifications; topic_mute: those about topic; focus: all not about it."
     )
     topic: Identifier | None = Field(
-        None, min_length=1, max_length=100, description="Required for topic_mute and focus; not for quiet."
+        None, min_length=1, max_length=100, description="For topic_mute and focus (required); not quiet."
     )
     minutes: int = Field(
         directives.DEFAULT_DIRECTIVE_MINUTES,
         ge=1,
         le=directives.MAX_DIRECTIVE_MINUTES,
-        description="How long it stays in force.",
+        description="How long it lasts.",
     )
     reason: str | None = Field(None, max_length=500, description="Why, in the person's words.")
     actor: Any = CLAIMED_ACTOR
@@ -46,8 +45,8 @@ class SetDirectiveArgs(ToolArgs):
     ],
 )
 def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
-    """Set a short-lived voice directive shaping outbound contact. A newer one of the same kind and
-    topic replaces the one in force. Safety notices are never held."""
+    """Set a short-lived voice directive shaping outbound contact; a newer one of the same kind and
+    topic replaces it. Safety notices are never held."""
     now = timezone.now()
     directive, superseded = directives.set_directive(
         principal=call.principal,
@@ -61,9 +60,9 @@ def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
 
 
 class ClearDirectiveArgs(ToolArgs):
-    id: int | None = Field(None, ge=1, description="This one directive.")
-    kind: DirectiveKind | None = Field(None, description="Every directive of this kind.")
-    all: bool | None = Field(None, description="true: every directive in force.")
+    id: int | None = Field(None, ge=1, description="One directive.")
+    kind: DirectiveKind | None = Field(None, description="All of this kind.")
+    all: bool | None = Field(None, description="true: all in force.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -75,7 +74,7 @@ class ClearDirectiveArgs(ToolArgs):
     examples=[{"kind": "quiet"}, {"all": True}, {"id": 12}],
 )
 def clear_directive(call: ToolCall, args: ClearDirectiveArgs) -> dict[str, Any]:
-    """Lift directives: give exactly one of id, kind or all."""
+    """Lift directives: exactly one of id, kind, all."""
     now = timezone.now()
     cleared = directives.clear_directives(
         principal=call.principal, directive_id=args.id, kind=args.kind, everything=bool(args.all), now=now
@@ -95,7 +94,7 @@ class ListDirectivesArgs(ToolArgs):
     examples=[{}],
 )
 def list_directives(call: ToolCall, args: ListDirectivesArgs) -> dict[str, Any]:
-    """The directives shaping outbound contact now (in force, unexpired), soonest expiry first."""
+    """The directives in force, soonest expiry first."""
     now = timezone.now()
     items = [answers.directive_dict(d, now) for d in directives.active_directives(now)]
     return {"ok": True, "now": now, "directives": items, "count": len(items)}
@@ -112,29 +111,31 @@ class ActionSpec(BaseModel):
         max_length=64,
         description="e.g. spend, purchase, subscribe, send, email, publish, delete, note, reminder, draft.",
     )
-    title: str = Field(min_length=1, max_length=300, description="One line the person can decide on.")
+    title: str = Field(min_length=1, max_length=300, description="One line to decide on.")
     recipient: Identifier | None = Field(
-        None, max_length=300, description="Who receives it; omit (or self) when it is for the person."
+        None, max_length=300, description="Who receives it; omit (or self) for the person."
     )
     amount_cents: int | None = Field(
         None,
         ge=0,
         le=10**13,
-        description="Money involved, in cents; any positive amount needs approval.",
+        description="Money, in cents; any positive amount needs approval.",
     )
-    body: str | None = Field(None, max_length=20_000, description="The text to send, publish or keep.")
+    body: str | None = Field(None, max_length=20_000, description="Text to send, publish or keep.")
     topic: Identifier | None = Field(
-        None, max_length=100, description="What it is about: topic_mute and focus match on it."
+        None, max_length=100, description="What it is about (topic_mute and focus match it)."
     )
     due: datetime | None = Field(None, description="When, ISO 8601 (no offset: the person's time zone).")
     changes: list[dict[str, Any]] | None = Field(
         None,
         max_length=50,
-        description="A proposal (type world_model_change / goal_model_change): exactly the changes "
-        "operator_update_world_model / operator_reconcile_goal_model take.",
+        description=(
+            "A proposal's changes: exactly what operator_update_world_model / "
+            "operator_reconcile_goal_model take."
+        ),
     )
     proposed_against: int | None = Field(
-        None, ge=0, description="A proposal: the model version you read (default: current)."
+        None, ge=0, description="A proposal: the version you read (default current)."
     )
     reason: str | None = Field(None, max_length=2000, description="A proposal: why, for the person.")
 
@@ -180,15 +181,14 @@ class RecordActionIntentArgs(ToolArgs):
 )
 def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[str, Any]:
     """The only route toward the outside world: record a typed action intent; a deterministic gate
-    stamps it. allow (only self-directed, reversible types: a note, a reminder to the person, a
-    draft) → status queued; requires_approval (spending, sending to others, publishing, deleting,
-    anything irreversible, unknown types) → pending_approval, and the person is asked once (accept,
-    edit, respond, ignore); deny (sharing credentials or secrets) → blocked. This call sends, spends
-    and publishes nothing; no tool approves, the person does. The identical call again the same day
-    returns the same row with created: false and asks nothing new. Proposals: when your evidence for
-    a high-stakes change is refused, record type world_model_change (or goal_model_change) with the
-    exact changes and a reason; nothing changes until the person accepts the diff, and accepting
-    applies it with their approval as the evidence."""
+    stamps it. allow (self-directed, reversible types only: a note, a reminder to the person, a
+    draft) → queued; requires_approval (spending, sending to others, publishing, deleting, anything
+    irreversible, unknown types) → pending_approval, the person asked once (accept, edit, respond,
+    ignore); deny (sharing credentials or secrets) → blocked. Nothing is sent, spent or published
+    here; only the person approves. The identical call the same day returns the same row, created:
+    false, asking nothing new. Proposals: when your evidence for a high-stakes change is refused,
+    use type world_model_change (or goal_model_change) with the exact changes and a reason;
+    accepting the diff applies it, the person's approval as evidence."""
     action = args.action
     intent, created = lifecycle.record_intent(
         principal=call.principal,
@@ -209,13 +209,13 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
 
 
 class UpdateActionIntentArgs(ToolArgs):
-    id: int = Field(ge=1, description="The intent's id.")
+    id: int = Field(ge=1, description="Intent id.")
     to: str = Field(
         min_length=1,
         max_length=32,
-        description="The new status.",
+        description="New status.",
     )
-    note: str | None = Field(None, max_length=2000, description="Why, for the intent's history.")
+    note: str | None = Field(None, max_length=2000, description="Why, for its history.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -231,12 +231,11 @@ class UpdateActionIntentArgs(ToolArgs):
     ],
 )
 def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[str, Any]:
-    """Lifecycle transitions only: pending_approval → cancelled | expired; approved or queued →
-    executing | cancelled; executing → executed | failed. Never to approved (a human act) or
-    rejected (operator_update_decision on the intent's open decision); never out of a terminal
-    status (executed, failed, rejected, cancelled, expired, blocked). An intent the operator's
-    executor holds a lease on is finished by the executor only (claimed_by_executor). If another
-    call moved the intent first, nothing changes and the answer says so."""
+    """Lifecycle moves only: pending_approval → cancelled | expired; approved or queued → executing
+    | cancelled; executing → executed | failed. Never to approved (a human act) or rejected
+    (operator_update_decision on its open decision); never out of a terminal status (executed,
+    failed, rejected, cancelled, expired, blocked). An intent the executor leases is finished by it
+    only (claimed_by_executor). If another call moved it first, nothing changes, as the answer says."""
     intent, was = lifecycle.transition_intent(
         principal=call.principal, intent_id=args.id, to=args.to, note=args.note
     )
@@ -244,13 +243,13 @@ def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[s
 
 
 class UpdateDecisionArgs(ToolArgs):
-    id: int = Field(ge=1, description="The decision's id (an intent's `decision_id`).")
+    id: int = Field(ge=1, description="Decision id (an intent's decision_id).")
     status: str = Field(
         min_length=1,
         max_length=32,
         description="pending, parked or rejected; approved is refused.",
     )
-    note: str | None = Field(None, max_length=2000, description="Why, kept on the decision.")
+    note: str | None = Field(None, max_length=2000, description="Why.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -265,9 +264,9 @@ class UpdateDecisionArgs(ToolArgs):
     ],
 )
 def update_decision(call: ToolCall, args: UpdateDecisionArgs) -> dict[str, Any]:
-    """Flip an open decision (a question put to the person). It cannot approve: approval is a human
-    act outside any tool. Rejecting an intent's decision rejects the intent. Closed decisions
-    (approved, rejected, withdrawn, expired) never move. Returns `changed`."""
+    """Flip an open decision (a question put to the person). Never approves: that is a human act
+    outside any tool. Rejecting an intent's decision rejects the intent. Closed decisions (approved,
+    rejected, withdrawn, expired) never move. Returns `changed`."""
     decision, changed = decisions.update_decision(
         principal=call.principal, decision_id=args.id, status=args.status, note=args.note
     )

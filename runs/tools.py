@@ -16,8 +16,8 @@ from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTE
 
 FinishStatus = Literal["ok", "error", "skipped", "cancelled", "stale"]
 Outcome = Literal["done", "partial", "blocked", "failed"]
-RUN_ID_FIELD = Field(ge=1, description="The run_id operator_run_start returned.")
-TOKEN_FIELD = Field(min_length=8, max_length=200, description="The token operator_run_start returned.")
+RUN_ID_FIELD = Field(ge=1, description="From operator_run_start.")
+TOKEN_FIELD = Field(min_length=8, max_length=200, description="The token from operator_run_start.")
 
 
 class RunStartArgs(ToolArgs):
@@ -25,16 +25,19 @@ class RunStartArgs(ToolArgs):
         None,
         min_length=1,
         max_length=lock.MAX_KIND_CHARS,
-        description="What this run is, e.g. tick:morning, inbox-triage (default: run).",
+        description="What run, e.g. tick:morning (default: run).",
     )
     stale_after_s: int = Field(
         DEFAULT_STALE_AFTER_S,
         ge=MIN_STALE_AFTER_S,
         le=MAX_STALE_AFTER_S,
-        description="Seconds without a heartbeat before the run counts as dead; lowered to the operator's "
-        "limit (OPERATOR_RUN_MAX_STALE_MINUTES, 15 min unless set), which stale_after_capped then says.",
+        description=(
+            "Seconds without a heartbeat until it counts as dead; capped at "
+            "OPERATOR_RUN_MAX_STALE_MINUTES (15 min unless set), as stale_after_capped then "
+            "says."
+        ),
     )
-    note: str | None = Field(None, max_length=lock.MAX_NOTE_CHARS, description="Why this run, briefly.")
+    note: str | None = Field(None, max_length=lock.MAX_NOTE_CHARS, description="Why, briefly.")
 
 
 @tool(
@@ -48,12 +51,12 @@ class RunStartArgs(ToolArgs):
     ],
 )
 def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
-    """Start an autonomous run under the single-running lock: at most one run at a time, across every
-    process and host. A running run with no heartbeat within its stale_after_s is marked stale and
-    replaced (listed in `recovered`); otherwise the start is refused as already_running with that
-    run's id, kind, holder, start and last heartbeat. Keep the returned run_id and token: send
-    operator_run_heartbeat at least every heartbeat_every_s seconds, close with operator_run_finish.
-    A heartbeat answering stale: true means stop: another run took over, or the person ended it."""
+    """Start an autonomous run under the single-running lock: one run at a time across all processes
+    and hosts. A running run without a heartbeat within its stale_after_s is marked stale and
+    replaced (in `recovered`); otherwise already_running, with its id, kind, holder, start, last
+    heartbeat. Keep run_id and token; send operator_run_heartbeat at least every heartbeat_every_s
+    seconds; finish with operator_run_finish. A heartbeat answering stale: true means stop: taken
+    over, or ended by the person."""
     now = timezone.now()
     started = lock.start_run(
         principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
@@ -81,7 +84,7 @@ class RunHeartbeatArgs(ToolArgs):
     run_id: int = RUN_ID_FIELD
     token: str = TOKEN_FIELD
     progress: str | None = Field(
-        None, max_length=lock.MAX_RUN_PROGRESS_CHARS, description="Where the run is, in a sentence."
+        None, max_length=lock.MAX_RUN_PROGRESS_CHARS, description="Where it is, in a sentence."
     )
 
 
@@ -93,9 +96,8 @@ class RunHeartbeatArgs(ToolArgs):
     examples=[{"run_id": 41, "token": "run_0123456789abcdef", "progress": "12 of 30 messages triaged"}],
 )
 def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
-    """The dead-man's switch: refreshes the run `token` holds. ok: false, stale: true means the run
-    was marked stale (another run took over) or finished: stop working under it. A wrong token is
-    refused."""
+    """The dead-man's switch: refresh the run `token` holds. ok: false, stale: true means it was
+    marked stale (taken over) or finished: stop working under it. A wrong token is refused."""
     now = timezone.now()
     run = lock.heartbeat(
         principal=call.principal, run_id=args.run_id, token=args.token, progress=args.progress, now=now
@@ -114,8 +116,8 @@ def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
 class RunFinishArgs(ToolArgs):
     run_id: int = RUN_ID_FIELD
     token: str = TOKEN_FIELD
-    status: FinishStatus = Field(description="skipped: nothing to do; stale: the run gives itself up.")
-    summary: str | None = Field(None, max_length=lock.MAX_RUN_SUMMARY_CHARS, description="What the run did.")
+    status: FinishStatus = Field(description="skipped: nothing to do; stale: giving itself up.")
+    summary: str | None = Field(None, max_length=lock.MAX_RUN_SUMMARY_CHARS, description="What it did.")
 
 
 @tool(
@@ -129,8 +131,8 @@ class RunFinishArgs(ToolArgs):
     ],
 )
 def run_finish(call: ToolCall, args: RunFinishArgs) -> dict[str, Any]:
-    """Close a run, releasing the lock. A run closes once: a second finish, or one after the run was
-    marked stale and taken over, changes nothing and says why."""
+    """Close a run, releasing the lock, once: a second finish, or one after a stale takeover,
+    changes nothing and says why."""
     now = timezone.now()
     run = lock.finish_run(
         principal=call.principal,
@@ -156,17 +158,17 @@ class RecordProgressArgs(ToolArgs):
     )
     outcome: Outcome = Field(description="How it ended.")
     tried: list[ProgressItem] | None = Field(
-        None, max_length=records.MAX_PROGRESS_ITEMS, description="What was tried, short lines."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What was tried."
     )
     failed: list[ProgressItem] | None = Field(
-        None, max_length=records.MAX_PROGRESS_ITEMS, description="What failed, short lines."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What failed."
     )
-    run_id: int | None = Field(None, ge=1, description="The run it happened under.")
+    run_id: int | None = Field(None, ge=1, description="Its run.")
     tick: str | None = Field(
         None,
         min_length=1,
         max_length=records.MAX_TICK_CHARS,
-        description="The tick it belongs to, e.g. check-in.",
+        description="Its tick, e.g. check-in.",
     )
 
 
@@ -187,8 +189,7 @@ class RecordProgressArgs(ToolArgs):
     ],
 )
 def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
-    """Record what this tick (or piece of work) did, in today's operator day (opened on first
-    write)."""
+    """Record what this tick or piece of work did, in today's operator day (opened on first write)."""
     entry = records.record_progress(
         principal=call.principal,
         summary=args.summary,
@@ -202,14 +203,12 @@ def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
 
 
 class RecordObservationArgs(ToolArgs):
-    kind: Literal["world", "self"] = Field(
-        description="world: about the outside world; self: about the operator itself."
-    )
+    kind: Literal["world", "self"] = Field(description="world: the outside world; self: the operator itself.")
     summary: str = Field(
-        min_length=1, max_length=records.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta, briefly."
+        min_length=1, max_length=records.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta."
     )
     source: str | None = Field(
-        None, max_length=records.MAX_OBSERVATION_SOURCE_CHARS, description="Where it came from (URL, tool)."
+        None, max_length=records.MAX_OBSERVATION_SOURCE_CHARS, description="Where from (URL, tool)."
     )
     data: dict[str, Any] | None = Field(
         None,
@@ -219,7 +218,7 @@ class RecordObservationArgs(ToolArgs):
     # Declared so that a caller sending it is not refused as an unknown argument: accepted, ignored.
     tainted: Any = Field(
         None,
-        description="Ignored: stored tainted whatever this says.",
+        description="Ignored: always tainted.",
     )
 
 
@@ -239,9 +238,8 @@ class RecordObservationArgs(ToolArgs):
     ],
 )
 def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str, Any]:
-    """Record one cheap world or self delta. Tainted at the sink, always: stored as untrusted data
-    whatever the arguments say, never evidence for a confirmation, and fenced as tainted in every
-    read, apart from instructions and beliefs."""
+    """Record one cheap world or self delta. Tainted at the sink, always: stored untrusted whatever
+    the arguments say, never confirmation evidence, fenced apart as tainted in every read."""
     claimed = args.tainted if "tainted" in args.model_fields_set else records.MISSING
     observation = records.record_observation(
         principal=call.principal,

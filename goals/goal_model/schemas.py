@@ -62,7 +62,7 @@ Target = TypeAliasType(
             {
                 "type": ["integer", "string"],
                 "minLength": 1,
-                "description": "The item: its id, or the exact title (a priority's name) of one item.",
+                "description": "Its id, or exact title (a priority: name) matching one item.",
             }
         ),
     ],
@@ -75,22 +75,18 @@ GoalLink = TypeAliasType(
         WithJsonSchema(
             {
                 "type": ["integer", "string", "null"],
-                "description": "The goal it serves: its id or exact title; null unlinks.",
+                "description": "The goal it serves: id or exact title; null unlinks.",
             }
         ),
     ],
 )
 Importance = TypeAliasType(
     "Importance",
-    Annotated[
-        int, Field(strict=True, ge=1, description="1-based rank, 1 = most important (add: default last).")
-    ],
+    Annotated[int, Field(strict=True, ge=1, description="1 = most important (add: default last).")],
 )
 Position = TypeAliasType(
     "Position",
-    Annotated[
-        int, Field(strict=True, ge=1, description="1-based place in the priority order (add: default last).")
-    ],
+    Annotated[int, Field(strict=True, ge=1, description="1 = first priority (add: default last).")],
 )
 ProjectStatus = TypeAliasType(
     "ProjectStatus",
@@ -189,7 +185,7 @@ class GoalRerank(ChangeModel):
 class GoalTransition(ChangeModel):
     entity: Literal["goal"]
     op: Literal["pause", "resume", "mark_under_review", "remove"] = Field(
-        description="Its status: pause → paused, resume → active, mark_under_review, remove."
+        description="pause → paused, resume → active, mark_under_review, remove."
     )
     target: Target
     fields: NoFields = NO_FIELDS

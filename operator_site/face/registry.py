@@ -99,7 +99,7 @@ def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
 
 # The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never
 # trusted. Declared once so every tool publishes the same words: `actor: Any = CLAIMED_ACTOR`.
-CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the bearer token's principal is the actor.")
+CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the bearer token's principal acts.")
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
