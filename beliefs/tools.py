@@ -58,7 +58,8 @@ class UpdateWorldModelArgs(ToolArgs):
         None,
         ge=0,
         description=(
-            "The version you read. If it moved on, nothing is written: retry: true, with current_version."
+            "The version you read. A newer one (or a race) writes nothing and answers "
+            "retry: true, current_version: re-read, try again."
         ),
     )
     actor: Any = CLAIMED_ACTOR

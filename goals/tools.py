@@ -137,7 +137,8 @@ EXPECTED_FIELD = Field(
     None,
     ge=0,
     description=(
-        "The version you read. If it moved on, nothing is written: retry: true, with current_version."
+        "The version you read. A newer one (or a race) writes nothing and answers retry: "
+        "true, current_version: re-read, try again."
     ),
 )
 
@@ -200,8 +201,8 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
     """Pause, resume, add, remove, mark under review or re-rank one of the person's goals. Goals are
     high-stakes: confirmedInConversation: true and a confirmationQuote; a refusal names the failed
     rule and writes nothing (or propose it: operator_record_action_intent). An ambiguous or missing
-    goal is refused with the candidates, an invalid transition with its status. Ranks stay dense.
-    Notifies the person with a one-tap revert."""
+    goal is refused with the candidates, an invalid transition with its status. Ranks stay dense and
+    unique. Notifies the person with a one-tap revert."""
     return goal_model.apply_goal_change(
         principal=call.principal,
         action=args.action,

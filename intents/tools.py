@@ -181,14 +181,14 @@ class RecordActionIntentArgs(ToolArgs):
 )
 def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[str, Any]:
     """The only route toward the outside world: record a typed action intent; a deterministic gate
-    stamps it. allow (self-directed, reversible types only: a note, a reminder to the person, a
-    draft) → queued; requires_approval (spending, sending to others, publishing, deleting, anything
+    stamps it. allow (only self-directed, reversible types: note, reminder to the person, draft) →
+    queued; requires_approval (spending, sending to others, publishing, deleting, anything
     irreversible, unknown types) → pending_approval, the person asked once (accept, edit, respond,
-    ignore); deny (sharing credentials or secrets) → blocked. Nothing is sent, spent or published
-    here; only the person approves. The identical call the same day returns the same row, created:
-    false, asking nothing new. Proposals: when your evidence for a high-stakes change is refused,
-    use type world_model_change (or goal_model_change) with the exact changes and a reason;
-    accepting the diff applies it, the person's approval as evidence."""
+    ignore); deny (sharing credentials or secrets) → blocked. This call sends, spends, publishes
+    nothing; only the person approves. The same call again the same day returns the same row,
+    created: false, asking nothing new. Proposals: if your evidence for a high-stakes change is
+    refused, use type world_model_change (or goal_model_change) with the exact changes and a reason;
+    the person accepting the diff applies it, as the evidence."""
     action = args.action
     intent, created = lifecycle.record_intent(
         principal=call.principal,

@@ -41,12 +41,12 @@ _CUED = {"retire": "retire", "remove": "remove", "pause": "pause", "resume": "re
 
 # What a tool's `confirmationQuote` argument tells a model (both gated models' tools use it).
 QUOTE_DESCRIPTION = (
-    "The person's whole sentences, copied from one instruction a human recorded "
-    "(operator_record_instruction) in the last 72 h by default; never a fragment. Firm "
-    "(no question, hedge or condition), with the change's negations; each high-stakes "
-    "change in its own sentence, with every significant word of its key or title and new "
-    "value (and, to retire, pause, resume, review, remove or re-rank, a word saying so). "
-    "A sentence authorises one change, once."
+    "The person's whole, firm sentences (no question, hedge or condition), copied from "
+    "one instruction a human recorded (operator_record_instruction) in the last 72 h by "
+    "default; never a fragment. Each high-stakes change in its own sentence, with its "
+    "negations and every significant word of its key or title and new value (to retire, "
+    "pause, resume, review, remove or re-rank: a word saying so). A sentence authorises "
+    "one change, once."
 )
 
 

@@ -51,12 +51,12 @@ class RunStartArgs(ToolArgs):
     ],
 )
 def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
-    """Start an autonomous run under the single-running lock: one run at a time across all processes
-    and hosts. A running run without a heartbeat within its stale_after_s is marked stale and
-    replaced (in `recovered`); otherwise already_running, with its id, kind, holder, start, last
-    heartbeat. Keep run_id and token; send operator_run_heartbeat at least every heartbeat_every_s
-    seconds; finish with operator_run_finish. A heartbeat answering stale: true means stop: taken
-    over, or ended by the person."""
+    """Start an autonomous run under the single-running lock: one run at a time, across all
+    processes and hosts. A running run with no heartbeat within its stale_after_s is marked stale
+    and replaced (in `recovered`); otherwise already_running, with its id, kind, holder, start, last
+    heartbeat. Keep run_id and token, send operator_run_heartbeat at least every heartbeat_every_s
+    seconds, end with operator_run_finish. A heartbeat answering stale: true means stop: taken over,
+    or ended by the person."""
     now = timezone.now()
     started = lock.start_run(
         principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
@@ -239,7 +239,8 @@ class RecordObservationArgs(ToolArgs):
 )
 def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str, Any]:
     """Record one cheap world or self delta. Tainted at the sink, always: stored untrusted whatever
-    the arguments say, never confirmation evidence, fenced apart as tainted in every read."""
+    the arguments say, never confirmation evidence, fenced as tainted in every read, apart from
+    instructions and beliefs."""
     claimed = args.tainted if "tainted" in args.model_fields_set else records.MISSING
     observation = records.record_observation(
         principal=call.principal,

@@ -163,48 +163,98 @@ def _walk(schema: Any, path: str = "") -> Any:
             yield from _walk(item, path)
 
 
+def _tags(schema: Any) -> set[str]:
+    """The discriminating properties of every union in a schema."""
+    return {sub["discriminator"]["propertyName"] for _, sub in _walk(schema) if "discriminator" in sub}
+
+
 def _described(prop: dict[str, Any], defs: dict[str, Any]) -> bool:
-    """A property says what it is: by its description, by the definition it refers to, as a
-    union's tag (a `const`: the tag is its own word), or as an object of described properties (a
-    per-operation change's `fields`)."""
-    if prop.get("description") or "const" in prop:
+    """A property carries a description: its own, or that of the definition it refers to."""
+    if isinstance(prop.get("description"), str) and prop["description"].strip():
         return True
     ref = prop.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        return _described(defs[ref[len("#/$defs/") :]], defs)
-    return bool(prop.get("properties"))
+    return ref.startswith("#/$defs/") and _described(defs[ref[len("#/$defs/") :]], defs)
 
 
-def test_the_published_schemas_carry_no_boilerplate_and_describe_every_argument() -> None:
+def test_the_published_schemas_carry_no_boilerplate() -> None:
     for spec in registry.all_tools():
-        defs = spec.mcp_tool.input_schema.get("$defs", {})
         for path, sub in _walk(spec.mcp_tool.input_schema):
             assert not isinstance(sub.get("title"), str), f"{spec.name} {path}: a title"
             assert "default" not in sub or sub["default"] is not None, f"{spec.name} {path}: default null"
             options = sub.get("anyOf") or []
             plain = [o for o in options if o != {"type": "null"} and "$ref" not in o and len(o) == 1]
             assert not ({"type": "null"} in options and len(options) == 2 and plain), f"{spec.name} {path}"
+
+
+def test_every_published_property_is_described() -> None:
+    """Every property of every published schema — top level, nested objects, `$defs`, each variant
+    of a per-operation union, array items — carries a description (its own or its definition's),
+    unless it is a union's tag: a `const` (the tag is its own word) or a discriminator."""
+    checked = 0
+    for spec in registry.all_tools():
+        schema = spec.mcp_tool.input_schema
+        defs, tags = schema.get("$defs", {}), _tags(schema)
+        for path, sub in _walk(schema):
             for name, prop in (sub.get("properties") or {}).items():
+                checked += 1
+                if "const" in prop or (name in tags and "enum" in prop):
+                    continue
                 assert _described(prop, defs), f"{spec.name} {path}.{name} is not described"
+    assert checked > 150  # the walk reaches the variants' fields, not only the top level
 
 
-def test_compacting_a_schema_keeps_what_it_accepts() -> None:
+def _nested_samples() -> dict[str, list[dict[str, Any]]]:
+    """Calls that reach inside a tool's arguments: every valid and every broken change of the two
+    change-schema suites, and broken nested objects of the other tools."""
+    from beliefs.tests import test_change_schemas as beliefs
+    from goals.tests import test_change_schemas as goals
+
+    def changes(suite: Any, valid: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        broken = [bad for _, bad, *_ in suite.CASES]
+        return [{"changes": [change]} for change in [*valid, *broken]] + [{"changes": valid}]
+
+    action = {"type": "note", "title": "t"}
+    return {
+        "operator_update_world_model": changes(beliefs, [beliefs._valid(op) for op in beliefs.VALID]),
+        "operator_reconcile_goal_model": changes(goals, [goals._valid(*pair) for pair in goals.VALID]),
+        "operator_record_action_intent": [
+            {"action": {**action, "zz": 1}},
+            {"action": {**action, "changes": [1]}},
+            {"action": {**action, "changes": [{"op": "add"}]}},
+            {"action": {"type": "note"}},
+        ],
+        "operator_update_task": [
+            {"key": "k", "patch": {"zz": 1}},
+            {"key": "k", "patch": {"status": "lost"}},
+            {"key": "k", "patch": {"status": None, "title": ""}},
+        ],
+    }
+
+
+def test_the_published_schema_accepts_what_the_full_one_accepts() -> None:
+    """What tools/list publishes — pydantic's schema compacted (`compact_schema`), single-use
+    definitions written in place (`inline_single_use`), what every variant of a union says said
+    once on the union — accepts exactly what pydantic's full schema accepts, over samples: each
+    tool's examples, an empty call, an unknown argument, every argument null, text, a number, a
+    list or an object, and the nested samples above."""
     import jsonschema
 
+    nested = _nested_samples()
+    assert set(nested) <= set(registry.names())
     for spec in registry.all_tools():
         full = spec.args.model_json_schema(by_alias=True)
-        compact = registry.compact_schema(full)
-        assert len(json.dumps(compact)) < len(json.dumps(full))
-        samples = [*spec.examples, {}, {"unknown": 1}, {k: None for k in full.get("properties", {})}]
-        samples += [{k: "x" for k in full.get("properties", {})}, {k: 1 for k in full.get("properties", {})}]
-        samples += [
-            {k: ["x"] for k in full.get("properties", {})},
-            {k: {"a": None} for k in full.get("properties", {})},
-        ]
+        published = {k: v for k, v in spec.mcp_tool.input_schema.items() if k != "examples"}
+        assert len(json.dumps(published)) < len(json.dumps(full))
+        names = list(full.get("properties", {}))
+        samples = [*spec.examples, {}, {"unknown": 1}, *nested.get(spec.name, [])]
+        samples += [{k: value for k in names} for value in (None, "x", 1, ["x"], {"a": None})]
+        outcomes = set()
         for sample in samples:
             one = jsonschema.Draft202012Validator(full).is_valid(sample)
-            two = jsonschema.Draft202012Validator(compact).is_valid(sample)
+            two = jsonschema.Draft202012Validator(published).is_valid(sample)
             assert one == two, (spec.name, sample)
+            outcomes.add(one)
+        assert outcomes == {True, False}, spec.name  # both accepted and refused calls were tried
 
 
 @pytest.mark.anyio

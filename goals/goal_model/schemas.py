@@ -109,38 +109,52 @@ class _Update(ChangeModel):
         return self
 
 
-# --- fields (pydantic reads a model's docstring as its description: these have none) ----------------
+# --- fields (pydantic reads a model's docstring as its description: the published `fields` says it) --
 class GoalAddFields(ChangeModel):
+    """The new goal."""
+
     title: Title
     detail: Detail = None  # type: ignore[assignment]  # absent, not null
     importance: Importance = None  # type: ignore[assignment]
 
 
 class GoalUpdateFields(_Update):
+    """What changes."""
+
     title: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
 
 
 class GoalRerankFields(ChangeModel):
+    """The new rank."""
+
     importance: Importance
 
 
 class PriorityAddFields(ChangeModel):
+    """The new priority."""
+
     name: Title
     detail: Detail = None  # type: ignore[assignment]
     position: Position = None  # type: ignore[assignment]
 
 
 class PriorityUpdateFields(_Update):
+    """What changes."""
+
     name: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
 
 
 class PriorityMoveFields(ChangeModel):
+    """The new place."""
+
     position: Position
 
 
 class ProjectAddFields(ChangeModel):
+    """The new project."""
+
     title: Title
     detail: Detail = None  # type: ignore[assignment]
     status: ProjectStatus = None  # type: ignore[assignment]
@@ -148,6 +162,8 @@ class ProjectAddFields(ChangeModel):
 
 
 class ProjectUpdateFields(_Update):
+    """What changes."""
+
     title: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
     status: ProjectStatus = None  # type: ignore[assignment]

@@ -19,8 +19,8 @@ class ContextPacketArgs(ToolArgs):
     date: datetime.date | None = Field(
         None,
         description=(
-            "Day of the day, progress and observations shown (default today; the operator's "
-            "time zone). All else is as of now."
+            "Its day, progress and observations up to its end (default today; the "
+            "operator's time zone); the rest is as of now."
         ),
     )
 
@@ -76,7 +76,8 @@ class StateArgs(ToolArgs):
 )
 def state(call: ToolCall, args: StateArgs) -> dict[str, Any]:
     """Full rows behind the packet, newest first, paged per section: tasks, decisions, audit (who
-    called which tool, the outcome; never arguments), intents, runs."""
+    called which tool, the outcome; never arguments), intents, runs. Best read one section at a
+    time."""
     return reads.state(sections=args.sections, limit=args.limit, before_id=args.before_id)
 
 

@@ -99,7 +99,7 @@ def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
 
 # The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never
 # trusted. Declared once so every tool publishes the same words: `actor: Any = CLAIMED_ACTOR`.
-CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the bearer token's principal acts.")
+CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the token's principal acts.")
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
@@ -205,20 +205,9 @@ def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
     return {**out, "$defs": kept} if kept else out
 
 
-def _nested(schema: dict[str, Any]) -> bool:
-    """Whether a top-level argument is an object with properties of its own, or a list of such."""
-    defs = schema.get("$defs", {})
-
-    def resolved(node: Any) -> Any:
-        ref = node.get("$ref", "") if isinstance(node, dict) else ""
-        return resolved(defs[ref[len(_DEFS) :]]) if ref.startswith(_DEFS) else node
-
-    for prop in schema.get("properties", {}).values():
-        prop = resolved(prop)
-        for node in (prop, resolved(prop.get("items", {}))):
-            if isinstance(node, dict) and ("properties" in node or "oneOf" in node):
-                return True
-    return False
+def _takes_a_union(schema: dict[str, Any]) -> bool:
+    """Whether a top-level argument is a list of a union of shapes (the per-operation changes)."""
+    return any("oneOf" in prop.get("items", {}) for prop in schema.get("properties", {}).values())
 
 
 def compact_schema(schema: Any) -> Any:
@@ -256,7 +245,50 @@ def compact_schema(schema: Any) -> Any:
         del out["type"]
     if out.get("additionalProperties") is True:
         del out["additionalProperties"]  # JSON Schema's default: any other property is allowed
+    if "oneOf" in out and "discriminator" in out:
+        _hoist_from_variants(out)
     return out
+
+
+def _variants(union: dict[str, Any]) -> list[dict[str, Any]]:
+    """The variants of a discriminated union, through nested unions (one by `entity`, then by `op`)."""
+    out = []
+    for option in union["oneOf"]:
+        nested = isinstance(option, dict) and set(option) == {"discriminator", "oneOf"}
+        out += _variants(option) if nested else [option]
+    return out
+
+
+def _tags(union: dict[str, Any]) -> list[str]:
+    """The discriminating properties of a union and of the unions nested in it, outermost first."""
+    out = [union["discriminator"]["propertyName"]]
+    for option in union["oneOf"]:
+        if isinstance(option, dict) and set(option) == {"discriminator", "oneOf"}:
+            out += [tag for tag in _tags(option) if tag not in out]
+    return out
+
+
+def _hoist_from_variants(union: dict[str, Any]) -> None:
+    """What every variant of a discriminated union says, said once on the union: `type: object`,
+    and that the tags (entity, op) are required. Each variant keeps its own properties,
+    `additionalProperties: false` and the rest of its `required`. Meaning unchanged: the union's
+    own keywords apply to a value together with the variant's."""
+    variants = _variants(union)
+    tags = _tags(union)
+    if not variants or not all(
+        isinstance(v, dict)
+        and v.get("type") == "object"
+        and all(tag in v.get("required", []) and tag in v.get("properties", {}) for tag in tags)
+        for v in variants
+    ):
+        return
+    for variant in variants:
+        del variant["type"]
+        variant["required"] = [name for name in variant["required"] if name not in tags]
+        if not variant["required"]:
+            del variant["required"]
+    union["type"] = "object"
+    union["required"] = tags
 
 
 def _bare_type(option: Any) -> bool:
@@ -308,10 +340,10 @@ def tool(
             open_world_hint=False,
         )
         input_schema = compact_schema(inline_single_use(args.model_json_schema(by_alias=True)))
-        if _nested(input_schema):
-            # One example is published (the first) where the shape of a call is not plain from
-            # the schema's top level (an object or a list of objects inside); every example is
-            # validated above and exercised by the registry tests.
+        if _takes_a_union(input_schema):
+            # One example is published (the first) where a call's shape is least plain from the
+            # schema: a list of per-operation changes. Every example is validated above and
+            # exercised by the registry tests.
             input_schema["examples"] = examples[:1]
         mcp_tool = Tool(
             name=name,
