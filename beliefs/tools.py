@@ -29,10 +29,10 @@ class WorldModelArgs(ToolArgs):
     examples=[{}, {"kind": "identity"}, {"as_of_version": 3, "include_retired": True}],
 )
 def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
-    """The person's model: its version (send it as expected_version when writing), active beliefs by
-    kind (identity, goal, behavior_policy, constraint are high-stakes), each with value, confidence,
-    source principal (human or agent), the version that set it, its evidence (instruction id, quoted
-    span); and unacknowledged high-stakes notices."""
+    """The person's evidence-backed model: its version (send it as expected_version when writing),
+    active beliefs by kind (identity, goal, behavior_policy, constraint are high-stakes), each with
+    value, confidence, source principal (human or agent), the version that set it, its evidence
+    (instruction id, quoted span); and unacknowledged high-stakes notices."""
     return services.world_model_snapshot(
         as_of_version=args.as_of_version, include_retired=bool(args.include_retired), kind=args.kind
     )
@@ -119,7 +119,7 @@ class RevertWorldModelArgs(ToolArgs):
     examples=[{}, {"to_version": 7}],
 )
 def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, Any]:
-    """Undo the last unreverted world-model change (an agent: its own; the person: anyone's),
+    """Undo the last unreverted world-model change — an agent's own, or for the person anyone's —
     restoring exactly what it superseded despite other writes since (revert_conflict if a later
     version changed the same beliefs). A revert is a new version; reverting a high-stakes change
     notifies the person."""

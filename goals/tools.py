@@ -293,7 +293,7 @@ class RevertGoalModelArgs(ToolArgs):
     examples=[{}, {"to_version": 4}],
 )
 def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, Any]:
-    """Undo the last unreverted goal-model change (an agent: its own; the person: anyone's),
+    """Undo the last unreverted goal-model change — an agent's own, or for the person anyone's —
     restoring exactly what it superseded despite other writes since (revert_conflict if a later
     version changed the same goals, ranking or projects). A revert is a new version and notifies the
     person."""

@@ -188,7 +188,7 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
     nothing; only the person approves. The same call again the same day returns the same row,
     created: false, asking nothing new. Proposals: if your evidence for a high-stakes change is
     refused, use type world_model_change (or goal_model_change) with the exact changes and a reason;
-    the person accepting the diff applies it, as the evidence."""
+    the person accepting the diff applies it, their approval the evidence."""
     action = args.action
     intent, created = lifecycle.record_intent(
         principal=call.principal,

@@ -267,11 +267,11 @@ async def test_tools_list_for_a_full_access_principal_stays_small(owner) -> None
     assert response.status_code == 200
     tools = parse_sse(response.text)["result"]["tools"]
     assert len(tools) == DECLARED_TOOL_COUNT
-    # Issue 19's target is 24 KB; this pins what the compaction reached (docs/performance.md): the
-    # rest is the tools' own words (descriptions), which stay complete. The per-operation change
-    # schemas of the two gated tools (goals/goal_model/schemas.py, beliefs/schemas.py) cost ~4.4 KB
-    # of it: 14 (entity, op) pairs, each with exactly its fields.
-    assert len(response.content) <= 43_100, len(response.content)
+    # This pins what the compaction and the shorter wording reached (docs/performance.md, "tools/list
+    # after the compaction (issue 19)"): 43,003 -> 32,241 bytes. Issue 19's target, 24 KB, is not
+    # met: what is not words (names, types, bounds, required lists, the per-operation change unions,
+    # the annotations) is ~17 KB, and every argument keeps a description and every rule its words.
+    assert len(response.content) <= 32_300, len(response.content)
 
 
 def test_arguments_sent_as_json_inside_a_string_are_read_as_json() -> None:

@@ -214,9 +214,11 @@ def compact_schema(schema: Any) -> Any:
     """The argument model's JSON Schema without pydantic's boilerplate, meaning unchanged: no
     per-property (or per-model) `title`, no `default: null`, and an optional value written as
     `type: [T, "null"]` (with `null` in its `enum`) instead of `anyOf: [{…T…}, {type: null}]`.
-    Descriptions, constraints, `$defs` (each shared definition once per tool), `required`,
-    `additionalProperties` and discriminated unions stay as they are. Agents read every tool's
-    schema in their context on every session: this halves `tools/list`."""
+    `additionalProperties: true` (JSON Schema's default) goes; what every variant of a
+    discriminated union says is said once on the union (`_hoist_from_variants`). Descriptions,
+    constraints, `$defs` (each shared definition once per tool), `required`,
+    `additionalProperties: false` and the unions' variants stay. Agents read every tool's schema
+    in their context on every session (docs/performance.md, "tools/list after the compaction")."""
     if isinstance(schema, list):
         return [compact_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -315,7 +317,8 @@ def tool(
     snapshot: bool = False,
 ) -> Callable[[ToolFn], ToolFn]:
     """Declare a tool. The function's docstring is the description a model reads; `examples` are
-    valid argument sets (published in the input schema, and exercised by the registry tests).
+    valid argument sets (exercised by the registry tests; the first is published in the input
+    schema of a tool that takes a list of per-operation changes).
     `snapshot=True` (reads only): the read's queries see one snapshot of the database."""
     if name not in DECLARED_TOOLS:
         raise ValueError(f"{name} is not one of the 24 declared tools")
