@@ -21,22 +21,24 @@ BeliefKind = Literal[
 # Named types are one shared `$defs` entry in the published schema (each op's model names them).
 Kind = TypeAliasType(
     "Kind",
-    Annotated[BeliefKind, Field(description="High-stakes kinds need confirmation evidence.")],
+    Annotated[BeliefKind, Field(description="Belief kind.")],
 )
 Key = identifier_text(
     "Key",
     max_length=MAX_KEY_CHARS,
-    description="Unique among active beliefs of its kind, e.g. name, home_city, diet.",
+    description="Unique among active beliefs of its kind, e.g. name, home_city.",
 )
 Value = TypeAliasType(
     "Value",
     Annotated[
         str,
         StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_VALUE_CHARS),
-        Field(description="What the belief says."),
+        Field(description="What it says."),
     ],
 )
-Confidence = TypeAliasType("Confidence", Annotated[float, Field(ge=0, le=1, description="0..1."), NOT_BOOL])
+Confidence = TypeAliasType(
+    "Confidence", Annotated[float, Field(ge=0, le=1, description="How sure."), NOT_BOOL]
+)
 
 
 # pydantic reads a model's docstring as its description: these have none (the op says it).

@@ -8,7 +8,6 @@ from pydantic import Field
 
 from beliefs import services
 from beliefs.schemas import MAX_CHANGES, BeliefChange, BeliefKind
-from operator_site.changes import ChangesArgs
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
@@ -16,11 +15,9 @@ from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
 # --- operator_user_world_model ---------------------------------------------------------------------
 class WorldModelArgs(ToolArgs):
-    as_of_version: int | None = Field(
-        None, ge=0, description="Return the model as it stood at this version (default: now)."
-    )
-    include_retired: bool | None = Field(None, description="Also list retired beliefs (default false).")
-    kind: BeliefKind | None = Field(None, description="Only beliefs of this kind.")
+    as_of_version: int | None = Field(None, ge=0, description="The model as it stood at this version.")
+    include_retired: bool | None = Field(None, description="true: retired beliefs too.")
+    kind: BeliefKind | None = Field(None, description="Only this kind.")
 
 
 @tool(
@@ -32,29 +29,25 @@ class WorldModelArgs(ToolArgs):
     examples=[{}, {"kind": "identity"}, {"as_of_version": 3, "include_retired": True}],
 )
 def user_world_model(call: ToolCall, args: WorldModelArgs) -> dict[str, Any]:
-    """The reviewable, evidence-backed model of the person: the current version, active beliefs
-    grouped by kind (identity, goal, behavior_policy, constraint are high-stakes; preference, note,
-    project, risk low-stakes), each with value, confidence, source (which principal, human or
-    agent), the version that set it and its evidence (instruction id and quoted span); and the
-    high-stakes notices the person has not acknowledged yet. `as_of_version` shows the model as it
-    stood then. Read `version` before writing and pass it as `expected_version`."""
+    """The person's evidence-backed model: its version (send it as expected_version when writing),
+    active beliefs by kind (identity, goal, behavior_policy, constraint are high-stakes), each with
+    value, confidence, source principal (human or agent), the version that set it, its evidence
+    (instruction id, quoted span); and unacknowledged high-stakes notices."""
     return services.world_model_snapshot(
         as_of_version=args.as_of_version, include_retired=bool(args.include_retired), kind=args.kind
     )
 
 
 # --- operator_update_world_model -------------------------------------------------------------------
-class UpdateWorldModelArgs(ChangesArgs):
+class UpdateWorldModelArgs(ToolArgs):
     changes: list[BeliefChange] = Field(
         min_length=1,
         max_length=MAX_CHANGES,
-        description="Applied all together or not at all. add: value required; update: value and/or "
-        "confidence; retire: neither.",
+        description="All applied, or none.",
     )
     confirmedInConversation: bool | None = Field(  # camelCase: the published name
         None,
-        description="true only if the person confirmed this in the conversation. Needed, with a "
-        "quote, for high-stakes kinds; the flag alone proves nothing.",
+        description="true only if the person confirmed it in conversation; alone it proves nothing.",
     )
     confirmationQuote: str | None = Field(  # camelCase: the published name
         None,
@@ -64,8 +57,10 @@ class UpdateWorldModelArgs(ChangesArgs):
     expected_version: int | None = Field(
         None,
         ge=0,
-        description="The version you read. If the model moved on, nothing is written and the answer "
-        "says retry: true with current_version.",
+        description=(
+            "The version you read. A newer one (or a race) writes nothing and answers "
+            "retry: true, current_version: re-read, try again."
+        ),
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -87,15 +82,11 @@ class UpdateWorldModelArgs(ChangesArgs):
     ],
 )
 def update_world_model(call: ToolCall, args: UpdateWorldModelArgs) -> dict[str, Any]:
-    """Add, update or retire typed beliefs about the person, all in one version or none at all.
-    Low-stakes kinds (preference, note, project, risk) apply freely. High-stakes kinds (identity,
-    goal, behavior_policy, constraint) need confirmedInConversation: true AND a confirmationQuote:
-    whole, firm sentences the person said (a human-recorded instruction in the confirmation window),
-    one per change, naming its key and saying its value with the same negations; refusals name the
-    rule that failed and what the quote lacked, and write nothing. If the person's words are not
-    enough, propose the change with operator_record_action_intent instead. Every high-stakes write
-    notifies the person with a one-tap revert. A version race answers retry: true; re-read and try
-    again."""
+    """Add, update or retire beliefs about the person, in one version. Low-stakes kinds (preference,
+    note, project, risk) apply freely; high-stakes ones (identity, goal, behavior_policy,
+    constraint) need confirmedInConversation: true and a confirmationQuote. A refusal names the
+    failed rule and what the quote lacked, and writes nothing; or propose the change
+    (operator_record_action_intent). High-stakes writes notify the person with a one-tap revert."""
     return services.update_world_model(
         principal=call.principal,
         changes=args.changes,  # validated models: the service takes them as they are
@@ -110,10 +101,13 @@ class RevertWorldModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole model to its state at this version. Without it: undo the most "
-        "recent change that has not been reverted (an agent: its own; the person: anyone's).",
+        description=(
+            "Restore the whole model to this version instead; an agent only across its own "
+            "changes, and never putting back an undone high-stakes change (that needs the "
+            "person's fresh words)."
+        ),
     )
-    expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
+    expected_version: int | None = Field(None, ge=0, description="The version you read.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -125,13 +119,10 @@ class RevertWorldModelArgs(ToolArgs):
     examples=[{}, {"to_version": 7}],
 )
 def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, Any]:
-    """Undo the last world-model change that has not been reverted — an agent's own last change, or,
-    for the person, the last change anyone made — restoring exactly what it superseded even if
-    other writers changed other beliefs since (refused as revert_conflict if a later version changed
-    the same beliefs). With `to_version`, restore the whole model to that version (an agent may only
-    undo its own changes this way, and may not put back an undone high-stakes change: that needs the
-    person's fresh words, as a new write). A revert is itself a new version; reverting a high-stakes
-    change notifies the person."""
+    """Undo the last unreverted world-model change — an agent's own, or for the person anyone's —
+    restoring exactly what it superseded despite other writes since (revert_conflict if a later
+    version changed the same beliefs). A revert is a new version; reverting a high-stakes change
+    notifies the person."""
     return services.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version
     )
@@ -139,13 +130,13 @@ def revert_world_model(call: ToolCall, args: RevertWorldModelArgs) -> dict[str, 
 
 # --- operator_record_instruction -------------------------------------------------------------------
 class RecordInstructionArgs(ToolArgs):
-    text: str = Field(min_length=1, max_length=20_000, description="What was said, verbatim.")
+    text: str = Field(min_length=1, max_length=20_000, description="What was said.")
     kind: Literal["instruction", "comment"] = Field(
-        "instruction", description="An instruction (do / remember this) or a comment."
+        "instruction", description="An instruction asks to do or remember."
     )
-    channel: str | None = Field(None, max_length=40, description="Where it was said: chat, voice, email…")
+    channel: str | None = Field(None, max_length=40, description="Where: chat, voice, email…")
     refs: list[str | int] | None = Field(
-        None, max_length=20, description="What it refers to: task ids, intent ids, links."
+        None, max_length=20, description="Task or intent ids, links it refers to."
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -161,9 +152,8 @@ class RecordInstructionArgs(ToolArgs):
     ],
 )
 def record_instruction(call: ToolCall, args: RecordInstructionArgs) -> dict[str, Any]:
-    """Capture a human instruction or comment into state, verbatim. It is human-authored only when
-    the bearer token is a human's: those rows are the only evidence a confirmationQuote can come
-    from. An agent may record what it heard, but its rows are never evidence."""
+    """Record a human instruction or comment, verbatim. Only rows recorded under a human's token are
+    human-authored, the only source of a confirmationQuote; an agent's rows are never evidence."""
     row = services.record_instruction(
         principal=call.principal, text=args.text, kind=args.kind, channel=args.channel, refs=args.refs
     )

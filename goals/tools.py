@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from goals import goal_model, services
 from goals.goal_model.schemas import GoalModelChange
-from operator_site.changes import ChangesArgs
 from operator_site.display import Identifier, IdOrIdentifier
 from operator_site.evidence import QUOTE_DESCRIPTION
 from operator_site.face.dispatch import ToolCall
@@ -19,35 +18,32 @@ from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 class TaskPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(None, min_length=1, max_length=300, description="What the task is.")
+    title: str | None = Field(None, min_length=1, max_length=300, description="What it is.")
     status: Literal["todo", "doing", "blocked", "done", "dropped"] | None = Field(
         None, description="Its state."
     )
     priority: Literal["low", "normal", "high", "urgent"] | None = Field(None, description="How urgent.")
     owner: str | None = Field(None, max_length=100, description="Who does it.")
-    blocker: str | None = Field(None, max_length=4000, description="Required when status is blocked.")
+    blocker: str | None = Field(None, max_length=4000, description="What blocks it; needed when blocked.")
     detail: str | None = Field(None, max_length=20000, description="Notes.")
-    lane: str | None = Field(None, max_length=60, description="The board lane it is shown in.")
+    lane: str | None = Field(None, max_length=60, description="Board lane.")
 
 
 class UpdateTaskArgs(ToolArgs):
-    id: int | None = Field(None, ge=1, description="The task's id.")
+    id: int | None = Field(None, ge=1, description="Task id.")
     key: Identifier | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9_-]{0,119}$",
-        description="A stable slug; an unknown key creates the task (give it a title).",
+        description="Stable slug; an unknown key creates the task (give a title).",
     )
-    patch: TaskPatch = Field(
-        default_factory=TaskPatch, description="Only the fields to change; unknown fields are refused."
-    )
+    patch: TaskPatch = Field(default_factory=TaskPatch, description="Only the fields to change.")
     goal: IdOrIdentifier | None = Field(
         None,
-        description='Link the task to a goal: its id, or a title matching exactly one goal; "" unlinks.',
+        description='Link to a goal: id or a title matching one; "" unlinks.',
     )
     project: IdOrIdentifier | None = Field(
         None,
-        description='Link the task to a project: its id, or a title matching exactly one project; "" '
-        "unlinks.",
+        description='Link to a project: id or a title matching one; "" unlinks.',
     )
     actor: Any = CLAIMED_ACTOR
 
@@ -69,12 +65,8 @@ class UpdateTaskArgs(ToolArgs):
     ],
 )
 def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
-    """Patch a task on the board: status (todo, doing, blocked, done, dropped), priority (low, normal,
-    high, urgent), owner, blocker, detail, lane or title. Find it by `id`, or by a stable `key` — an
-    unknown key creates the task, which is how to put work on the board. Returns the task and
-    `changed`: the fields whose value actually changed (empty, and nothing written, when the patch
-    changes nothing). A blocked task needs a blocker. `goal` / `project` link it to a goal or project of
-    the goal model (by id, or a title matching exactly one; "" unlinks); `changed` then names them."""
+    """Patch a task on the board, by id or key. Returns it and `changed`: the fields and links whose
+    value changed (none: nothing written)."""
     patch = args.patch.model_dump(exclude_unset=True)
     result = services.update_task(
         principal=call.principal,
@@ -93,13 +85,13 @@ def update_task(call: ToolCall, args: UpdateTaskArgs) -> dict[str, Any]:
 
 
 class LogDecisionArgs(ToolArgs):
-    title: str = Field(min_length=1, max_length=300, description="A short name for the decision.")
+    title: str = Field(min_length=1, max_length=300, description="A short name.")
     decision: str = Field(min_length=1, max_length=20000, description="What was decided.")
     rationale: str = Field(min_length=1, max_length=20000, description="Why.")
     alternatives: list[str] = Field(
         default_factory=list, max_length=50, description="What else was considered."
     )
-    context: str | None = Field(None, max_length=20000, description="What led to it (optional).")
+    context: str | None = Field(None, max_length=20000, description="What led to it.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -118,9 +110,8 @@ class LogDecisionArgs(ToolArgs):
     ],
 )
 def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
-    """Append a strategic decision to the durable, human-readable decision log: what was decided,
-    why, and the alternatives considered. Append-only: entries are never edited or removed, and each
-    is chained by hash to the one before it."""
+    """Append a strategic decision to the human-readable log: never edited or removed, each entry
+    hash-chained to the one before."""
     entry = services.log_decision(
         principal=call.principal,
         title=args.title,
@@ -135,8 +126,7 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
 # --- the goal model --------------------------------------------------------------------------------------
 CONFIRMED_FIELD = Field(  # camelCase: the published name
     None,
-    description="true only if the person confirmed this in the conversation. Needed, with a quote, for "
-    "any change to goals or priorities; the flag alone proves nothing.",
+    description="true only if the person confirmed it in conversation; alone it proves nothing.",
 )
 QUOTE_FIELD = Field(  # camelCase: the published name
     None,
@@ -146,29 +136,30 @@ QUOTE_FIELD = Field(  # camelCase: the published name
 EXPECTED_FIELD = Field(
     None,
     ge=0,
-    description="The goal-model version you read. If the model moved on, nothing is written and the answer "
-    "says retry: true with current_version.",
+    description=(
+        "The version you read. A newer one (or a race) writes nothing and answers retry: "
+        "true, current_version: re-read, try again."
+    ),
 )
 
 
 class ApplyGoalChangeArgs(ToolArgs):
     action: Literal["pause", "resume", "add", "remove", "mark_under_review", "rerank"] = Field(
-        description="pause (active/under review → paused), resume (paused/under review → active), add, "
-        "remove, mark_under_review (active/paused → under review), rerank (move to `importance`)."
+        description=(
+            "pause: active/under review → paused; resume: paused/under review → active; "
+            "mark_under_review: active/paused → under review; rerank: to importance."
+        )
     )
     goal: IdOrIdentifier | None = Field(
         None,
-        description="The goal: its id, or a title matching exactly one goal (case-insensitive). Not for add.",
+        description="Not for add: id, or a title matching one goal (any case).",
     )
-    title: Identifier | None = Field(
-        None, min_length=1, max_length=300, description="add: the new goal's title."
-    )
-    detail: str | None = Field(None, max_length=4000, description="add: what the goal means, optional.")
+    title: Identifier | None = Field(None, min_length=1, max_length=300, description="add: its title.")
+    detail: str | None = Field(None, max_length=4000, description="add: what it means.")
     importance: int | None = Field(
         None,
         ge=1,
-        description="1-based rank by importance (1 = most important): required for rerank; for add, "
-        "optional (default: last).",
+        description="1 = most important; rerank needs it, add defaults to last.",
     )
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
@@ -207,15 +198,11 @@ class ApplyGoalChangeArgs(ToolArgs):
     ],
 )
 def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, Any]:
-    """Pause, resume, add, remove, mark under review, or re-rank one of the person's goals. Goals are
-    high-stakes: every change needs confirmedInConversation: true AND a confirmationQuote: whole, firm
-    sentences the person said (a human-recorded instruction, recently) that name the goal and say the
-    change; refusals name the rule that failed and write nothing (or propose the change with
-    operator_record_action_intent for the person to approve). Name the goal by id, or by a
-    title that matches exactly one goal (ambiguous or missing titles are refused with the
-    candidates). Invalid transitions (resume an active goal, pause a removed one) are refused with
-    the current status. Ranks stay dense and unique (1 = most important). Every change notifies the
-    person with a one-tap revert. A version race answers retry: true; re-read and try again."""
+    """Pause, resume, add, remove, mark under review or re-rank one of the person's goals. Goals are
+    high-stakes: confirmedInConversation: true and a confirmationQuote; a refusal names the failed
+    rule and writes nothing (or propose it: operator_record_action_intent). An ambiguous or missing
+    goal is refused with the candidates, an invalid transition with its status. Ranks stay dense and
+    unique. Notifies the person with a one-tap revert."""
     return goal_model.apply_goal_change(
         principal=call.principal,
         action=args.action,
@@ -229,11 +216,11 @@ def apply_goal_change(call: ToolCall, args: ApplyGoalChangeArgs) -> dict[str, An
     )
 
 
-class ReconcileGoalModelArgs(ChangesArgs):
+class ReconcileGoalModelArgs(ToolArgs):
     changes: list[GoalModelChange] = Field(
         min_length=1,
         max_length=goal_model.MAX_CHANGES,
-        description="Applied in order, all together or not at all.",
+        description="In order; all applied, or none.",
     )
     confirmedInConversation: bool | None = CONFIRMED_FIELD
     confirmationQuote: str | None = QUOTE_FIELD
@@ -270,14 +257,11 @@ class ReconcileGoalModelArgs(ChangesArgs):
     ],
 )
 def reconcile_goal_model(call: ToolCall, args: ReconcileGoalModelArgs) -> dict[str, Any]:
-    """Apply several changes across goals, priorities and projects atomically: all of them in one new
-    version, or nothing. Fails closed: if any target (or a project's goal link) is missing or matches
-    more than one item, nothing is written — no version at all — and the answer lists, per change,
-    how it resolved and the candidates. Changes to goals or priorities are high-stakes and need
-    confirmedInConversation plus a confirmationQuote with a sentence saying each of them; projects
-    apply freely.
-    A reconciliation that changes nothing writes no version. Every change notifies the person with
-    a one-tap revert. A version race answers retry: true."""
+    """Change goals, priorities and projects atomically, in one version. Fails closed: a missing or
+    ambiguous target (or project goal link) writes nothing, and the answer says how each change
+    resolved, with candidates. Goal and priority changes are high-stakes (confirmedInConversation,
+    and a confirmationQuote sentence for each); projects apply freely. No change, no version. Each
+    change notifies the person with a one-tap revert."""
     return goal_model.reconcile_goal_model(
         principal=call.principal,
         changes=args.changes,  # validated models: the service takes them as they are
@@ -291,10 +275,13 @@ class RevertGoalModelArgs(ToolArgs):
     to_version: int | None = Field(
         None,
         ge=0,
-        description="Restore the whole goal model to its state at this version. Without it: undo the most "
-        "recent change that has not been reverted (an agent: its own; the person: anyone's).",
+        description=(
+            "Restore the whole goal model to this version instead; an agent only across its "
+            "own changes, and never putting back an undone goal or priority change without "
+            "the person's fresh words."
+        ),
     )
-    expected_version: int | None = Field(None, ge=0, description="The version you read (optional).")
+    expected_version: int | None = Field(None, ge=0, description="The version you read.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -306,12 +293,9 @@ class RevertGoalModelArgs(ToolArgs):
     examples=[{}, {"to_version": 4}],
 )
 def revert_goal_model(call: ToolCall, args: RevertGoalModelArgs) -> dict[str, Any]:
-    """Undo the last goal-model change that has not been reverted — an agent's own last change, or,
-    for the person, the last change anyone made — restoring exactly what it superseded even if other
-    writers changed other goals since (refused as revert_conflict if a later version changed the same
-    goals, ranking or projects). With `to_version`, restore the whole goal model to that version (an
-    agent may only undo its own changes this way, and may not put back an undone goal or priority
-    change without the person's fresh words). A revert is itself a new version and notifies the
+    """Undo the last unreverted goal-model change — an agent's own, or for the person anyone's —
+    restoring exactly what it superseded despite other writes since (revert_conflict if a later
+    version changed the same goals, ranking or projects). A revert is a new version and notifies the
     person."""
     return goal_model.REVERTER.revert(
         principal=call.principal, to_version=args.to_version, expected_version=args.expected_version

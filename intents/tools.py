@@ -18,17 +18,16 @@ DirectiveKind = Literal["quiet", "topic_mute", "focus"]
 
 class SetDirectiveArgs(ToolArgs):
     kind: DirectiveKind = Field(
-        description="quiet: hold every notification except safety notices; topic_mute: hold those about "
-        "`topic`; focus: hold everything not about `topic`."
+        description="quiet: hold all notifications; topic_mute: those about topic; focus: all not about it."
     )
     topic: Identifier | None = Field(
-        None, min_length=1, max_length=100, description="Required for topic_mute and focus; not for quiet."
+        None, min_length=1, max_length=100, description="For topic_mute and focus (required); not quiet."
     )
     minutes: int = Field(
         directives.DEFAULT_DIRECTIVE_MINUTES,
         ge=1,
         le=directives.MAX_DIRECTIVE_MINUTES,
-        description="How long the directive stays in force (1..1440, default 60).",
+        description="How long it lasts.",
     )
     reason: str | None = Field(None, max_length=500, description="Why, in the person's words.")
     actor: Any = CLAIMED_ACTOR
@@ -46,9 +45,8 @@ class SetDirectiveArgs(ToolArgs):
     ],
 )
 def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
-    """Set a short-lived voice directive that shapes outbound contact: `quiet`, `topic_mute` (a topic)
-    or `focus` (a topic), for `minutes` (default 60, at most 1440). A newer directive of the same kind
-    and topic replaces the one in force. Safety notices are never held by directives."""
+    """Set a short-lived voice directive shaping outbound contact; a newer one of the same kind and
+    topic replaces it. Safety notices are never held."""
     now = timezone.now()
     directive, superseded = directives.set_directive(
         principal=call.principal,
@@ -62,9 +60,9 @@ def set_directive(call: ToolCall, args: SetDirectiveArgs) -> dict[str, Any]:
 
 
 class ClearDirectiveArgs(ToolArgs):
-    id: int | None = Field(None, ge=1, description="Lift this one directive.")
-    kind: DirectiveKind | None = Field(None, description="Lift every directive of this kind.")
-    all: bool | None = Field(None, description="true: lift every directive in force.")
+    id: int | None = Field(None, ge=1, description="One directive.")
+    kind: DirectiveKind | None = Field(None, description="All of this kind.")
+    all: bool | None = Field(None, description="true: all in force.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -76,8 +74,7 @@ class ClearDirectiveArgs(ToolArgs):
     examples=[{"kind": "quiet"}, {"all": True}, {"id": 12}],
 )
 def clear_directive(call: ToolCall, args: ClearDirectiveArgs) -> dict[str, Any]:
-    """Lift one directive (`id`), every directive of one `kind`, or all of them (`all: true`).
-    Give exactly one of the three."""
+    """Lift directives: exactly one of id, kind, all."""
     now = timezone.now()
     cleared = directives.clear_directives(
         principal=call.principal, directive_id=args.id, kind=args.kind, everything=bool(args.all), now=now
@@ -97,8 +94,7 @@ class ListDirectivesArgs(ToolArgs):
     examples=[{}],
 )
 def list_directives(call: ToolCall, args: ListDirectivesArgs) -> dict[str, Any]:
-    """The directives currently shaping outbound contact: in force and unexpired, soonest expiry
-    first."""
+    """The directives in force, soonest expiry first."""
     now = timezone.now()
     items = [answers.directive_dict(d, now) for d in directives.active_directives(now)]
     return {"ok": True, "now": now, "directives": items, "count": len(items)}
@@ -113,35 +109,33 @@ class ActionSpec(BaseModel):
     type: Identifier = Field(
         min_length=1,
         max_length=64,
-        description="What kind of action: e.g. spend, purchase, subscribe, send, email, publish, delete, "
-        "note, reminder, draft. Unknown types require the person's approval.",
+        description="e.g. spend, purchase, subscribe, send, email, publish, delete, note, reminder, draft.",
     )
-    title: str = Field(min_length=1, max_length=300, description="One line the person can decide on.")
+    title: str = Field(min_length=1, max_length=300, description="One line to decide on.")
     recipient: Identifier | None = Field(
-        None, max_length=300, description="Who receives it; omit (or `self`) when it is for the person."
+        None, max_length=300, description="Who receives it; omit (or self) for the person."
     )
     amount_cents: int | None = Field(
         None,
         ge=0,
         le=10**13,
-        description="Money involved, in whole cents; any positive amount needs approval.",
+        description="Money, in cents; any positive amount needs approval.",
     )
-    body: str | None = Field(None, max_length=20_000, description="The text to send, publish or keep.")
+    body: str | None = Field(None, max_length=20_000, description="Text to send, publish or keep.")
     topic: Identifier | None = Field(
-        None, max_length=100, description="What it is about; directives (topic_mute, focus) match on it."
+        None, max_length=100, description="What it is about (topic_mute and focus match it)."
     )
-    due: datetime | None = Field(
-        None, description="When it should happen, ISO 8601 (no offset: the person's time zone)."
-    )
+    due: datetime | None = Field(None, description="When, ISO 8601 (no offset: the person's time zone).")
     changes: list[dict[str, Any]] | None = Field(
         None,
         max_length=50,
-        description="Only for type world_model_change / goal_model_change (a proposal): exactly the "
-        "`changes` operator_update_world_model / operator_reconcile_goal_model take. Nothing changes "
-        "until the person accepts the diff; their approval is the evidence.",
+        description=(
+            "A proposal's changes: exactly what operator_update_world_model / "
+            "operator_reconcile_goal_model take."
+        ),
     )
     proposed_against: int | None = Field(
-        None, ge=0, description="A proposal: the model version you read (default: the current one)."
+        None, ge=0, description="A proposal: the version you read (default current)."
     )
     reason: str | None = Field(None, max_length=2000, description="A proposal: why, for the person.")
 
@@ -161,7 +155,7 @@ class ActionSpec(BaseModel):
 
 
 class RecordActionIntentArgs(ToolArgs):
-    action: ActionSpec = Field(description="The typed action; the gate stamps its verdict.")
+    action: ActionSpec = Field(description="The typed action.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -186,18 +180,15 @@ class RecordActionIntentArgs(ToolArgs):
     ],
 )
 def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[str, Any]:
-    """The only route toward the outside world: record a typed action intent (type, title, recipient,
-    amount_cents, body, topic, due). A deterministic gate stamps it: `allow` (only self-directed,
-    reversible types: a note, a reminder to the person, a draft) → status `queued`; `requires_approval`
-    (spending, sending to others, publishing, deleting, anything irreversible, unknown types) →
-    `pending_approval`, and the person is asked once with the affordances accept, edit, respond,
-    ignore; `deny` (sharing credentials or secrets) → `blocked`. Nothing is sent, spent or published
-    by this call, and no tool can approve: the person does. The identical call again the same day
-    returns the same row with `created: false` and asks the person nothing new.
-    Proposals: when your evidence for a high-stakes change is refused, record type world_model_change
-    (or goal_model_change) with the exact `changes` the gated tool takes (and `reason`): the person
-    sees the diff and accepts, edits or declines it; accepting applies it, with their approval as
-    the evidence."""
+    """The only route toward the outside world: record a typed action intent; a deterministic gate
+    stamps it. allow (only self-directed, reversible types: note, reminder to the person, draft) →
+    queued; requires_approval (spending, sending to others, publishing, deleting, anything
+    irreversible, unknown types) → pending_approval, the person asked once (accept, edit, respond,
+    ignore); deny (sharing credentials or secrets) → blocked. This call sends, spends, publishes
+    nothing; only the person approves. The same call again the same day returns the same row,
+    created: false, asking nothing new. Proposals: if your evidence for a high-stakes change is
+    refused, use type world_model_change (or goal_model_change) with the exact changes and a reason;
+    the person accepting the diff applies it, their approval the evidence."""
     action = args.action
     intent, created = lifecycle.record_intent(
         principal=call.principal,
@@ -218,14 +209,13 @@ def record_action_intent(call: ToolCall, args: RecordActionIntentArgs) -> dict[s
 
 
 class UpdateActionIntentArgs(ToolArgs):
-    id: int = Field(ge=1, description="The intent's id.")
+    id: int = Field(ge=1, description="Intent id.")
     to: str = Field(
         min_length=1,
         max_length=32,
-        description="The new status: cancelled, executing, executed, failed or expired. Never approved "
-        "(the person approves); to reject an intent awaiting approval, use operator_update_decision.",
+        description="New status.",
     )
-    note: str | None = Field(None, max_length=2000, description="Why, for the intent's history.")
+    note: str | None = Field(None, max_length=2000, description="Why, for its history.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -241,13 +231,11 @@ class UpdateActionIntentArgs(ToolArgs):
     ],
 )
 def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[str, Any]:
-    """Lifecycle transitions only: pending_approval → cancelled | expired; approved or queued →
-    executing | cancelled; executing → executed | failed. Never to approved (approval is a human
-    act) or rejected (that is operator_update_decision's move on the intent's open decision), never
-    out of a terminal status (executed, failed, rejected, cancelled, expired,
-    blocked). An intent the operator's executor is carrying out (it holds a lease) is finished by
-    the executor only (`claimed_by_executor`). If another call moved the intent first, nothing
-    changes and the answer says so."""
+    """Lifecycle moves only: pending_approval → cancelled | expired; approved or queued → executing
+    | cancelled; executing → executed | failed. Never to approved (a human act) or rejected
+    (operator_update_decision on its open decision); never out of a terminal status (executed,
+    failed, rejected, cancelled, expired, blocked). An intent the executor leases is finished by it
+    only (claimed_by_executor). If another call moved it first, nothing changes, as the answer says."""
     intent, was = lifecycle.transition_intent(
         principal=call.principal, intent_id=args.id, to=args.to, note=args.note
     )
@@ -255,13 +243,13 @@ def update_action_intent(call: ToolCall, args: UpdateActionIntentArgs) -> dict[s
 
 
 class UpdateDecisionArgs(ToolArgs):
-    id: int = Field(ge=1, description="The decision's id (an intent's `decision_id`).")
+    id: int = Field(ge=1, description="Decision id (an intent's decision_id).")
     status: str = Field(
         min_length=1,
         max_length=32,
-        description="pending, parked or rejected. `approved` is refused: approval is a human act.",
+        description="pending, parked or rejected; approved is refused.",
     )
-    note: str | None = Field(None, max_length=2000, description="Why, kept on the decision.")
+    note: str | None = Field(None, max_length=2000, description="Why.")
     actor: Any = CLAIMED_ACTOR
 
 
@@ -276,10 +264,9 @@ class UpdateDecisionArgs(ToolArgs):
     ],
 )
 def update_decision(call: ToolCall, args: UpdateDecisionArgs) -> dict[str, Any]:
-    """Flip an open decision (a question put to the person) to pending, parked or rejected. It cannot
-    approve: `approved` is refused, because approval is a human act done outside any tool. Rejecting a
-    decision about an intent rejects the intent too. Closed decisions (approved, rejected, withdrawn,
-    expired) never move. Returns `changed`."""
+    """Flip an open decision (a question put to the person). Never approves: that is a human act
+    outside any tool. Rejecting an intent's decision rejects the intent. Closed decisions (approved,
+    rejected, withdrawn, expired) never move. Returns `changed`."""
     decision, changed = decisions.update_decision(
         principal=call.principal, decision_id=args.id, status=args.status, note=args.note
     )

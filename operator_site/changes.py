@@ -28,7 +28,6 @@ from pydantic_core import core_schema
 from typing_extensions import TypeAliasType
 
 from operator_site.display import check_identifier
-from operator_site.face.registry import ToolArgs
 from operator_site.refusals import Refusal
 
 
@@ -126,55 +125,6 @@ class Untagged:
         if error.get("ctx"):
             details["ctx"] = error["ctx"]
         return details
-
-
-_DEFS = "#/$defs/"
-
-
-def _refs(node: Any) -> list[str]:
-    """The names of the definitions `node` refers to, once per reference."""
-    if isinstance(node, list):
-        return [name for value in node for name in _refs(value)]
-    if not isinstance(node, dict):
-        return []
-    ref = node.get("$ref")
-    own = [ref[len(_DEFS) :]] if isinstance(ref, str) and ref.startswith(_DEFS) else []
-    return own + [name for value in node.values() for name in _refs(value)]
-
-
-def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with every `$defs` entry referenced exactly once written where it is referenced:
-    pydantic makes every model a definition, and a per-operation union has many models used once
-    (each variant, its `fields`); a `$ref` to each costs bytes and tells a reader nothing. Shared
-    definitions (a title, a target) stay shared; so does one that refers to itself. Meaning
-    unchanged."""
-    defs = dict(schema.get("$defs", {}))
-    refs = _refs(schema)
-    once = {n for n in defs if refs.count(n) == 1 and n not in _refs(defs[n])}
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, list):
-            return [inline(value) for value in node]
-        if not isinstance(node, dict):
-            return node
-        name = str(node.get("$ref", ""))[len(_DEFS) :]
-        if name in once and node["$ref"].startswith(_DEFS):
-            siblings = {k: v for k, v in node.items() if k != "$ref"}
-            return inline({**defs[name], **siblings})
-        return {key: inline(value) for key, value in node.items()}
-
-    out = inline({key: value for key, value in schema.items() if key != "$defs"})
-    kept = {name: inline(value) for name, value in defs.items() if name not in once}
-    return {**out, "$defs": kept} if kept else out
-
-
-class ChangesArgs(ToolArgs):
-    """Base of a gated tool's arguments that carry `changes`: its published schema writes each
-    single-use definition in place (`inline_single_use`)."""
-
-    @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return inline_single_use(super().model_json_schema(*args, **kwargs))
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,12 @@ _CUED = {"retire": "retire", "remove": "remove", "pause": "pause", "resume": "re
 
 # What a tool's `confirmationQuote` argument tells a model (both gated models' tools use it).
 QUOTE_DESCRIPTION = (
-    "Whole sentences the person said, copied from one instruction a human recorded in the last 72 hours "
-    "(operator_record_instruction): no fragment cut from inside a sentence. They must be firm (no "
-    "question, hedge or condition), say each high-stakes change in a sentence of its own (every "
-    "significant word of its key or title and of the new value; for a retire, pause, resume, review, "
-    "removal or re-rank, a word that says so), and carry the same negations as the change. One sentence "
-    "authorises one change, once."
+    "The person's whole, firm sentences (no question, hedge or condition), copied from "
+    "one instruction a human recorded (operator_record_instruction) in the last 72 h by "
+    "default; never a fragment. Each high-stakes change in its own sentence, with its "
+    "negations and every significant word of its key or title and new value (to retire, "
+    "pause, resume, review, remove or re-rank: a word saying so). A sentence authorises "
+    "one change, once."
 )
 
 

@@ -16,10 +16,8 @@ from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTE
 
 FinishStatus = Literal["ok", "error", "skipped", "cancelled", "stale"]
 Outcome = Literal["done", "partial", "blocked", "failed"]
-RUN_ID_FIELD = Field(ge=1, description="The id operator_run_start returned.")
-TOKEN_FIELD = Field(
-    min_length=8, max_length=200, description="The fencing token operator_run_start returned with the run."
-)
+RUN_ID_FIELD = Field(ge=1, description="From operator_run_start.")
+TOKEN_FIELD = Field(min_length=8, max_length=200, description="The token from operator_run_start.")
 
 
 class RunStartArgs(ToolArgs):
@@ -27,18 +25,19 @@ class RunStartArgs(ToolArgs):
         None,
         min_length=1,
         max_length=lock.MAX_KIND_CHARS,
-        description="What this run is, e.g. 'tick:morning' or 'inbox-triage'. Default 'run'.",
+        description="What run, e.g. tick:morning (default: run).",
     )
     stale_after_s: int = Field(
         DEFAULT_STALE_AFTER_S,
         ge=MIN_STALE_AFTER_S,
         le=MAX_STALE_AFTER_S,
-        description="Seconds without a heartbeat after which the run counts as dead and the next start "
-        f"takes over ({MIN_STALE_AFTER_S}..{MAX_STALE_AFTER_S}, default {DEFAULT_STALE_AFTER_S}); "
-        "capped at the operator's limit (OPERATOR_RUN_MAX_STALE_MINUTES, 15 minutes unless set): "
-        "the answer says when it was capped.",
+        description=(
+            "Seconds without a heartbeat until it counts as dead; capped at "
+            "OPERATOR_RUN_MAX_STALE_MINUTES (15 min unless set), as stale_after_capped then "
+            "says."
+        ),
     )
-    note: str | None = Field(None, max_length=lock.MAX_NOTE_CHARS, description="Why this run, briefly.")
+    note: str | None = Field(None, max_length=lock.MAX_NOTE_CHARS, description="Why, briefly.")
 
 
 @tool(
@@ -52,14 +51,12 @@ class RunStartArgs(ToolArgs):
     ],
 )
 def run_start(call: ToolCall, args: RunStartArgs) -> dict[str, Any]:
-    """Start an autonomous run under the single-running lock: at most one run is running at any time,
-    across every process and host. If the running run sent no heartbeat within its `stale_after_s`,
-    it is marked stale and this run takes over (listed under `recovered`); otherwise the start is
-    refused with `already_running` and the running run's id, kind, holder, start and last heartbeat.
-    On success keep the returned `run_id` and `token`: send operator_run_heartbeat at least every
-    `heartbeat_every_s` seconds and close with operator_run_finish. If a heartbeat answers
-    `stale: true`, stop working: another run has taken over, or the person ended the run. A
-    `stale_after_s` above the operator's limit is lowered to it (`stale_after_capped` says so)."""
+    """Start an autonomous run under the single-running lock: one run at a time, across all
+    processes and hosts. A running run with no heartbeat within its stale_after_s is marked stale
+    and replaced (in `recovered`); otherwise already_running, with its id, kind, holder, start, last
+    heartbeat. Keep run_id and token, send operator_run_heartbeat at least every heartbeat_every_s
+    seconds, end with operator_run_finish. A heartbeat answering stale: true means stop: taken over,
+    or ended by the person."""
     now = timezone.now()
     started = lock.start_run(
         principal=call.principal, kind=args.kind, stale_after_s=args.stale_after_s, note=args.note, now=now
@@ -87,7 +84,7 @@ class RunHeartbeatArgs(ToolArgs):
     run_id: int = RUN_ID_FIELD
     token: str = TOKEN_FIELD
     progress: str | None = Field(
-        None, max_length=lock.MAX_RUN_PROGRESS_CHARS, description="Where the run is, in a sentence."
+        None, max_length=lock.MAX_RUN_PROGRESS_CHARS, description="Where it is, in a sentence."
     )
 
 
@@ -99,9 +96,8 @@ class RunHeartbeatArgs(ToolArgs):
     examples=[{"run_id": 41, "token": "run_0123456789abcdef", "progress": "12 of 30 messages triaged"}],
 )
 def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
-    """The dead-man's switch of a running run: refreshes the run held by `token` (optionally with a
-    progress line). Answers `ok: false, stale: true` when the run was already marked stale (another
-    run took over) or finished: stop working under it. A wrong token is refused."""
+    """The dead-man's switch: refresh the run `token` holds. ok: false, stale: true means it was
+    marked stale (taken over) or finished: stop working under it. A wrong token is refused."""
     now = timezone.now()
     run = lock.heartbeat(
         principal=call.principal, run_id=args.run_id, token=args.token, progress=args.progress, now=now
@@ -120,12 +116,8 @@ def run_heartbeat(call: ToolCall, args: RunHeartbeatArgs) -> dict[str, Any]:
 class RunFinishArgs(ToolArgs):
     run_id: int = RUN_ID_FIELD
     token: str = TOKEN_FIELD
-    status: FinishStatus = Field(
-        description="ok, error, skipped (nothing to do), cancelled, or stale (the run gives itself up)."
-    )
-    summary: str | None = Field(
-        None, max_length=lock.MAX_RUN_SUMMARY_CHARS, description="What the run did, for the record."
-    )
+    status: FinishStatus = Field(description="skipped: nothing to do; stale: giving itself up.")
+    summary: str | None = Field(None, max_length=lock.MAX_RUN_SUMMARY_CHARS, description="What it did.")
 
 
 @tool(
@@ -139,9 +131,8 @@ class RunFinishArgs(ToolArgs):
     ],
 )
 def run_finish(call: ToolCall, args: RunFinishArgs) -> dict[str, Any]:
-    """Close a run as ok, error, skipped, cancelled or stale, releasing the lock. A run closes once: a
-    second finish, or a finish after the run was marked stale and taken over, changes nothing and
-    says why."""
+    """Close a run, releasing the lock, once: a second finish, or one after a stale takeover,
+    changes nothing and says why."""
     now = timezone.now()
     run = lock.finish_run(
         principal=call.principal,
@@ -165,19 +156,19 @@ class RecordProgressArgs(ToolArgs):
     summary: str = Field(
         min_length=1, max_length=records.MAX_PROGRESS_SUMMARY_CHARS, description="What was done."
     )
-    outcome: Outcome = Field(description="done, partial, blocked or failed.")
+    outcome: Outcome = Field(description="How it ended.")
     tried: list[ProgressItem] | None = Field(
-        None, max_length=records.MAX_PROGRESS_ITEMS, description="What was tried (short lines)."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What was tried."
     )
     failed: list[ProgressItem] | None = Field(
-        None, max_length=records.MAX_PROGRESS_ITEMS, description="What failed (short lines)."
+        None, max_length=records.MAX_PROGRESS_ITEMS, description="What failed."
     )
-    run_id: int | None = Field(None, ge=1, description="The run this work happened under, if any.")
+    run_id: int | None = Field(None, ge=1, description="Its run.")
     tick: str | None = Field(
         None,
         min_length=1,
         max_length=records.MAX_TICK_CHARS,
-        description="The tick this entry belongs to, e.g. 'check-in'.",
+        description="Its tick, e.g. check-in.",
     )
 
 
@@ -198,9 +189,7 @@ class RecordProgressArgs(ToolArgs):
     ],
 )
 def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
-    """Record what this tick (or this piece of work) did: a summary, its outcome (done, partial,
-    blocked, failed), what was tried and what failed, optionally linked to a run and a tick. Goes into
-    today's operator day (opened on first write)."""
+    """Record what this tick or piece of work did, in today's operator day (opened on first write)."""
     entry = records.record_progress(
         principal=call.principal,
         summary=args.summary,
@@ -214,24 +203,22 @@ def record_progress(call: ToolCall, args: RecordProgressArgs) -> dict[str, Any]:
 
 
 class RecordObservationArgs(ToolArgs):
-    kind: Literal["world", "self"] = Field(
-        description="world: something about the outside world; self: something about the operator itself."
-    )
+    kind: Literal["world", "self"] = Field(description="world: the outside world; self: the operator itself.")
     summary: str = Field(
-        min_length=1, max_length=records.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta, briefly."
+        min_length=1, max_length=records.MAX_OBSERVATION_SUMMARY_CHARS, description="The delta."
     )
     source: str | None = Field(
-        None, max_length=records.MAX_OBSERVATION_SOURCE_CHARS, description="Where it came from (URL, tool)."
+        None, max_length=records.MAX_OBSERVATION_SOURCE_CHARS, description="Where from (URL, tool)."
     )
     data: dict[str, Any] | None = Field(
         None,
-        description=f"Small structured detail (at most {records.MAX_OBSERVATION_DATA_BYTES} bytes as JSON, "
-        f"{records.MAX_OBSERVATION_DATA_DEPTH} levels deep).",
+        description=f"Small structured detail: at most {records.MAX_OBSERVATION_DATA_BYTES} bytes as JSON, "
+        f"{records.MAX_OBSERVATION_DATA_DEPTH} levels deep.",
     )
     # Declared so that a caller sending it is not refused as an unknown argument: accepted, ignored.
     tainted: Any = Field(
         None,
-        description="Ignored. Every observation is stored tainted (untrusted data), whatever this says.",
+        description="Ignored: always tainted.",
     )
 
 
@@ -251,9 +238,9 @@ class RecordObservationArgs(ToolArgs):
     ],
 )
 def record_observation(call: ToolCall, args: RecordObservationArgs) -> dict[str, Any]:
-    """Record one cheap world or self delta. Tainted at the sink, always: it is stored as untrusted
-    data whatever the arguments say (a `tainted: false` is ignored), it is never evidence for a
-    confirmation, and every read returns it fenced as tainted, apart from instructions and beliefs."""
+    """Record one cheap world or self delta. Tainted at the sink, always: stored untrusted whatever
+    the arguments say, never confirmation evidence, fenced as tainted in every read, apart from
+    instructions and beliefs."""
     claimed = args.tainted if "tainted" in args.model_fields_set else records.MISSING
     observation = records.record_observation(
         principal=call.principal,

@@ -1,6 +1,6 @@
-"""operator_site/changes.py on its own: single-use definitions written in place (meaning unchanged,
-shared and self-referring ones kept), error paths without pydantic's tags, one Refusal per bad
-list naming the change and the field."""
+"""operator_site/changes.py on its own, and the registry's `inline_single_use`: single-use
+definitions written in place (meaning unchanged, shared and self-referring ones kept), error paths
+without pydantic's tags, one Refusal per bad list naming the change and the field."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Discriminator, ValidationError
 
-from operator_site.changes import ChangeList, ChangeModel, Untagged, inline_single_use
+from operator_site.changes import ChangeList, ChangeModel, Untagged
+from operator_site.face.registry import inline_single_use
 from operator_site.refusals import Refusal
 
 

@@ -50,7 +50,7 @@ Detail = TypeAliasType(
     Annotated[
         str,
         StringConstraints(strip_whitespace=True, max_length=MAX_DETAIL_CHARS),
-        Field(description="What it means, free text."),
+        Field(description="What it means."),
     ],
 )
 Target = TypeAliasType(
@@ -62,7 +62,7 @@ Target = TypeAliasType(
             {
                 "type": ["integer", "string"],
                 "minLength": 1,
-                "description": "The item: its id, or its exact title (a priority: name) matching one item.",
+                "description": "Its id, or exact title (a priority: name) matching one item.",
             }
         ),
     ],
@@ -75,20 +75,22 @@ GoalLink = TypeAliasType(
         WithJsonSchema(
             {
                 "type": ["integer", "string", "null"],
-                "description": "The goal it serves: its id or exact title; null unlinks.",
+                "description": "The goal it serves: id or exact title; null unlinks.",
             }
         ),
     ],
 )
-Importance = Annotated[
-    int, Field(strict=True, ge=1, description="1-based rank, 1 = most important (add: default last).")
-]
-Position = Annotated[
-    int, Field(strict=True, ge=1, description="1-based place in the priority order (add: default last).")
-]
+Importance = TypeAliasType(
+    "Importance",
+    Annotated[int, Field(strict=True, ge=1, description="1 = most important (add: default last).")],
+)
+Position = TypeAliasType(
+    "Position",
+    Annotated[int, Field(strict=True, ge=1, description="1 = first priority (add: default last).")],
+)
 ProjectStatus = TypeAliasType(
     "ProjectStatus",
-    Annotated[Literal["active", "paused", "done"], Field(description="Settable; op remove removes it.")],
+    Annotated[Literal["active", "paused", "done"], Field(description="To remove it: op remove.")],
 )
 
 
@@ -107,38 +109,52 @@ class _Update(ChangeModel):
         return self
 
 
-# --- fields (pydantic reads a model's docstring as its description: these have none) ----------------
+# --- fields (pydantic reads a model's docstring as its description: the published `fields` says it) --
 class GoalAddFields(ChangeModel):
+    """The new goal."""
+
     title: Title
     detail: Detail = None  # type: ignore[assignment]  # absent, not null
     importance: Importance = None  # type: ignore[assignment]
 
 
 class GoalUpdateFields(_Update):
+    """What changes."""
+
     title: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
 
 
 class GoalRerankFields(ChangeModel):
+    """The new rank."""
+
     importance: Importance
 
 
 class PriorityAddFields(ChangeModel):
+    """The new priority."""
+
     name: Title
     detail: Detail = None  # type: ignore[assignment]
     position: Position = None  # type: ignore[assignment]
 
 
 class PriorityUpdateFields(_Update):
+    """What changes."""
+
     name: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
 
 
 class PriorityMoveFields(ChangeModel):
+    """The new place."""
+
     position: Position
 
 
 class ProjectAddFields(ChangeModel):
+    """The new project."""
+
     title: Title
     detail: Detail = None  # type: ignore[assignment]
     status: ProjectStatus = None  # type: ignore[assignment]
@@ -146,6 +162,8 @@ class ProjectAddFields(ChangeModel):
 
 
 class ProjectUpdateFields(_Update):
+    """What changes."""
+
     title: Title = None  # type: ignore[assignment]
     detail: Detail = None  # type: ignore[assignment]
     status: ProjectStatus = None  # type: ignore[assignment]
@@ -183,7 +201,7 @@ class GoalRerank(ChangeModel):
 class GoalTransition(ChangeModel):
     entity: Literal["goal"]
     op: Literal["pause", "resume", "mark_under_review", "remove"] = Field(
-        description="Its status: pause → paused, resume → active, mark_under_review, remove."
+        description="pause → paused, resume → active, mark_under_review, remove."
     )
     target: Target
     fields: NoFields = NO_FIELDS

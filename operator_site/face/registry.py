@@ -99,9 +99,7 @@ def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
 
 # The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never
 # trusted. Declared once so every tool publishes the same words: `actor: Any = CLAIMED_ACTOR`.
-CLAIMED_ACTOR: Any = Field(
-    None, description="Accepted, never trusted: the acting identity is always the bearer token's principal."
-)
+CLAIMED_ACTOR: Any = Field(None, description="Never trusted: the token's principal acts.")
 
 ToolFn = Callable[["ToolCall", Any], dict[str, Any]]
 
@@ -167,13 +165,60 @@ _REGISTRY: dict[str, ToolSpec] = {}
 _NOISE = ("title",)
 
 
+_DEFS = "#/$defs/"
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the definitions `node` refers to, once per reference."""
+    if isinstance(node, list):
+        return [name for value in node for name in _refs(value)]
+    if not isinstance(node, dict):
+        return []
+    ref = node.get("$ref")
+    own = [ref[len(_DEFS) :]] if isinstance(ref, str) and ref.startswith(_DEFS) else []
+    return own + [name for value in node.values() for name in _refs(value)]
+
+
+def inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every `$defs` entry referenced exactly once written where it is referenced:
+    pydantic makes every model a definition, and a per-operation union has many models used once
+    (each variant, its `fields`); a `$ref` to each costs bytes and tells a reader nothing. Shared
+    definitions (a title, a target) stay shared; so does one that refers to itself. Meaning
+    unchanged."""
+    defs = dict(schema.get("$defs", {}))
+    refs = _refs(schema)
+    once = {n for n in defs if refs.count(n) == 1 and n not in _refs(defs[n])}
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        if not isinstance(node, dict):
+            return node
+        name = str(node.get("$ref", ""))[len(_DEFS) :]
+        if name in once and node["$ref"].startswith(_DEFS):
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return inline({**defs[name], **siblings})
+        return {key: inline(value) for key, value in node.items()}
+
+    out = inline({key: value for key, value in schema.items() if key != "$defs"})
+    kept = {name: inline(value) for name, value in defs.items() if name not in once}
+    return {**out, "$defs": kept} if kept else out
+
+
+def _takes_a_union(schema: dict[str, Any]) -> bool:
+    """Whether a top-level argument is a list of a union of shapes (the per-operation changes)."""
+    return any("oneOf" in prop.get("items", {}) for prop in schema.get("properties", {}).values())
+
+
 def compact_schema(schema: Any) -> Any:
     """The argument model's JSON Schema without pydantic's boilerplate, meaning unchanged: no
     per-property (or per-model) `title`, no `default: null`, and an optional value written as
     `type: [T, "null"]` (with `null` in its `enum`) instead of `anyOf: [{…T…}, {type: null}]`.
-    Descriptions, constraints, `$defs` (each shared definition once per tool), `required`,
-    `additionalProperties` and discriminated unions stay as they are. Agents read every tool's
-    schema in their context on every session: this halves `tools/list`."""
+    `additionalProperties: true` (JSON Schema's default) goes; what every variant of a
+    discriminated union says is said once on the union (`_hoist_from_variants`). Descriptions,
+    constraints, `$defs` (each shared definition once per tool), `required`,
+    `additionalProperties: false` and the unions' variants stay. Agents read every tool's schema
+    in their context on every session (docs/performance.md, "tools/list after the compaction")."""
     if isinstance(schema, list):
         return [compact_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -200,7 +245,52 @@ def compact_schema(schema: Any) -> Any:
     if isinstance(out.get("enum"), list) and "type" in out and _enum_fits_type(out["enum"], out["type"]):
         # An enum names every value it accepts; a `type` beside it adds nothing.
         del out["type"]
+    if out.get("additionalProperties") is True:
+        del out["additionalProperties"]  # JSON Schema's default: any other property is allowed
+    if "oneOf" in out and "discriminator" in out:
+        _hoist_from_variants(out)
     return out
+
+
+def _variants(union: dict[str, Any]) -> list[dict[str, Any]]:
+    """The variants of a discriminated union, through nested unions (one by `entity`, then by `op`)."""
+    out = []
+    for option in union["oneOf"]:
+        nested = isinstance(option, dict) and set(option) == {"discriminator", "oneOf"}
+        out += _variants(option) if nested else [option]
+    return out
+
+
+def _tags(union: dict[str, Any]) -> list[str]:
+    """The discriminating properties of a union and of the unions nested in it, outermost first."""
+    out = [union["discriminator"]["propertyName"]]
+    for option in union["oneOf"]:
+        if isinstance(option, dict) and set(option) == {"discriminator", "oneOf"}:
+            out += [tag for tag in _tags(option) if tag not in out]
+    return out
+
+
+def _hoist_from_variants(union: dict[str, Any]) -> None:
+    """What every variant of a discriminated union says, said once on the union: `type: object`,
+    and that the tags (entity, op) are required. Each variant keeps its own properties,
+    `additionalProperties: false` and the rest of its `required`. Meaning unchanged: the union's
+    own keywords apply to a value together with the variant's."""
+    variants = _variants(union)
+    tags = _tags(union)
+    if not variants or not all(
+        isinstance(v, dict)
+        and v.get("type") == "object"
+        and all(tag in v.get("required", []) and tag in v.get("properties", {}) for tag in tags)
+        for v in variants
+    ):
+        return
+    for variant in variants:
+        del variant["type"]
+        variant["required"] = [name for name in variant["required"] if name not in tags]
+        if not variant["required"]:
+            del variant["required"]
+    union["type"] = "object"
+    union["required"] = tags
 
 
 def _bare_type(option: Any) -> bool:
@@ -227,7 +317,8 @@ def tool(
     snapshot: bool = False,
 ) -> Callable[[ToolFn], ToolFn]:
     """Declare a tool. The function's docstring is the description a model reads; `examples` are
-    valid argument sets (published in the input schema, and exercised by the registry tests).
+    valid argument sets (exercised by the registry tests; the first is published in the input
+    schema of a tool that takes a list of per-operation changes).
     `snapshot=True` (reads only): the read's queries see one snapshot of the database."""
     if name not in DECLARED_TOOLS:
         raise ValueError(f"{name} is not one of the 24 declared tools")
@@ -242,22 +333,27 @@ def tool(
         if name in _REGISTRY:
             raise ValueError(f"tool {name} is declared twice")
         description = " ".join((fn.__doc__ or "").split())
-        # The tool's title is said once (on the tool, not again in its annotations).
+        # The tool's title is said once (on the tool, not again in its annotations). A hint equal to
+        # MCP's default is left out (readOnlyHint: false on a write); destructiveHint and
+        # openWorldHint default to true, so their false is always said.
         annotations = ToolAnnotations(
-            read_only_hint=tool_class is ToolClass.READ,
+            read_only_hint=True if tool_class is ToolClass.READ else None,
             # Nothing here acts outside the operator: even the intent path only records.
             destructive_hint=False,
             open_world_hint=False,
         )
+        input_schema = compact_schema(inline_single_use(args.model_json_schema(by_alias=True)))
+        if _takes_a_union(input_schema):
+            # One example is published (the first) where a call's shape is least plain from the
+            # schema: a list of per-operation changes. Every example is validated above and
+            # exercised by the registry tests.
+            input_schema["examples"] = examples[:1]
         mcp_tool = Tool(
             name=name,
             title=title,
             description=description,
-            # One example is published (the first; agents see the shape of a call); every example
-            # is validated above and exercised by the registry tests.
-            input_schema={**compact_schema(args.model_json_schema(by_alias=True)), "examples": examples[:1]},
+            input_schema=input_schema,
             annotations=annotations,
-            _meta={"io.operator/class": str(tool_class)},
         )
         _REGISTRY[name] = ToolSpec(
             name,

@@ -94,12 +94,20 @@ def _split(schema: dict[str, Any]) -> dict[str, Any]:
     return {**rest, "anyOf": parts}
 
 
+def _with(shared: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """A union's variant with the union's own keywords (both apply to a value)."""
+    required = [*shared.get("required", []), *part.get("required", [])]
+    return {**shared, **part, **({"required": required} if required else {})}
+
+
 def strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:
     if "$ref" in schema:
         return strategy(defs[schema["$ref"].split("/")[-1]], defs)
     schema = _split(schema)
     if "oneOf" in schema:  # a discriminated union (the per-operation changes): one of its variants
-        return st.one_of([strategy(part, defs) for part in schema["oneOf"]])
+        # What the union says of every variant (`type: object`, the required tags) applies to each.
+        shared = {k: v for k, v in schema.items() if k not in ("oneOf", "discriminator", "description")}
+        return st.one_of([strategy(_with(shared, part), defs) for part in schema["oneOf"]])
     if "anyOf" in schema and schema.get("type") != "object":
         return st.one_of([strategy(part, defs) for part in schema["anyOf"]])
     if "enum" in schema:
