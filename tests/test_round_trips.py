@@ -1,10 +1,11 @@
 """Round trips per tool, pinned on both databases (CI runs this file on SQLite and on PostgreSQL).
 
 Each statement the database sees is a round trip on PostgreSQL (on SQLite a call into the
-library). These tests count the statements of a call's two units of work — the bearer check with
+library). These tests count the statements of a call's one unit of work — the bearer check with
 the rate count, then the tool with its audit row — so a change that adds one shows up here, and in
-docs/performance.md. BEGIN and COMMIT of a write's transaction are not statements Django logs:
-on PostgreSQL a write pays those two round trips on top of what is counted here.
+docs/performance.md. BEGIN and COMMIT of a write's transaction are not statements Django logs: on
+PostgreSQL a write pays BEGIN's round trip on top of what is counted here, and its COMMIT travels
+with the audit row (sql/flights.py); tests/test_flights.py counts the round trips on the wire.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ count), SQLite serialises writers, so the limit holds across uvicorn workers and
 counted in process memory. A request from a host whose clock is behind counts against the current
 window (never resets it). On PostgreSQL the table is UNLOGGED: no WAL flush per request.
 
-Over the limit the endpoint answers HTTP 429 with `Retry-After` (the seconds until the window
-ends) before reading the body; nothing else is written — in particular no audit row, so a flood
-cannot grow the audit trail. Every request counts, refused ones included (a client that keeps
+Over the limit the request is answered HTTP 429 with `Retry-After` (the seconds until the window
+ends) and nothing else is done (face/admission.py) — in particular no audit row is written, so a
+flood cannot grow the audit trail. Every request counts, refused ones included (a client that keeps
 hammering stays refused until the window ends). The first refusal of a window is logged.
 """
 
@@ -80,8 +80,8 @@ def admit(principal_id: int, now: float | None = None) -> RateVerdict | None:
 
 
 def authenticate_and_admit(token: str) -> tuple[Principal | None, RateVerdict | None]:
-    """The bearer check and the rate count in one unit of database work (one thread hop) and, on
-    PostgreSQL, one statement (`sql.principal_and_count`)."""
+    """The bearer check and the rate count: on PostgreSQL one statement (`sql.principal_and_count`),
+    in whatever unit of database work admits the request (face/admission.py)."""
     now = time.time()
     principal, counted = authenticate_counted(token, current_window(now))
     if principal is None or counted is None:
