@@ -1,5 +1,5 @@
-"""Serving under uvicorn: an access log that never carries a query string, and the listening socket
-declared as TCP when uvicorn binds it itself.
+"""Serving under uvicorn: an access log that never carries a query string, and a listening socket
+that is TCP however it is bound.
 
 **The access log.** uvicorn writes each request's path *with its query string*. A caller who puts a
 credential there (`/mcp?access_token=…`, refused, but sent all the same) would have it copied into
@@ -9,12 +9,14 @@ configuration itself (`access_log_config()`, so every worker process has it from
 the application installs it again when it loads (`install_access_log_filter()`), so a uvicorn
 started by hand has it too.
 
-With more than one worker (and with --reload) uvicorn binds the listening socket itself, as
-`socket.socket(family)`: protocol 0. Accepted connections inherit that, and asyncio turns on
-TCP_NODELAY only for sockets whose protocol is IPPROTO_TCP — so every keep-alive answer split into
-two writes (headers, then body) waited for the client's delayed ACK: ~40 ms per request, a 2-worker
-operator 40x slower than a 1-worker one (bench/perf.py found it; Kludex/uvicorn#3149). With one
-worker uvicorn lets asyncio create the socket, which declares TCP, so nothing changes there.
+**The listening socket.** With more than one worker (and with --reload) uvicorn binds the listening
+socket itself. Before uvicorn 0.55 it did so as `socket.socket(family)`: protocol 0. Accepted
+connections inherit that, and asyncio turns on TCP_NODELAY only for sockets whose protocol is
+IPPROTO_TCP — so every keep-alive answer split into two writes (headers, then body) waited for the
+client's delayed ACK: ~40 ms per request, a 2-worker operator 40x slower than a 1-worker one
+(bench/perf.py found it; Kludex/uvicorn#3149). uvicorn 0.55 declares the protocol itself, so the
+re-wrapping this module did until then is gone and pyproject.toml asks for uvicorn >= 0.55;
+tests/test_serving.py checks that uvicorn's own socket is TCP and its connections get TCP_NODELAY.
 """
 
 from __future__ import annotations
@@ -65,25 +67,14 @@ def access_log_config() -> dict[str, Any]:
     return config
 
 
-class TcpConfig(uvicorn.Config):
-    """uvicorn's config, whose self-bound socket is re-wrapped as IPPROTO_TCP (same descriptor)."""
-
-    def bind_socket(self) -> socket.socket:
-        sock = super().bind_socket()
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
-            sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
-            sock.set_inheritable(True)
-        return sock
-
-
 def serve(
     *, host: str, port: int, workers: int = 1, sock: socket.socket | None = None, **options: Any
 ) -> None:
-    """`uvicorn.run()` for the operator's application, with `TcpConfig` and an access log without
-    query strings. `sock`: a listening socket bound beforehand (`manage.py serve` binds it before
+    """`uvicorn.run()` for the operator's application, with an access log without query strings.
+    `sock`: a listening socket bound beforehand (`manage.py serve` binds it before
     setting anything up; see preflight.py)."""
     options.setdefault("log_config", access_log_config())
-    config = TcpConfig(APPLICATION, host=host, port=port, workers=workers, **options)
+    config = uvicorn.Config(APPLICATION, host=host, port=port, workers=workers, **options)
     server = uvicorn.Server(config)
     if config.workers > 1:
         Multiprocess(config, sockets=[sock or config.bind_socket()]).run()
