@@ -392,6 +392,133 @@ def test_every_text_in_the_packet_is_clipped(agent) -> None:
     assert longest <= 600  # high-stakes beliefs keep up to 600 characters, everything else 280
 
 
+# --- the same bytes as the plain ORM ---------------------------------------------------------------------
+def _plain_read_many(
+    lists: Any, *, counts: Any = None, maxima: Any = None, fixed_figures: Any = (), cap: int = 1000
+) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """`sql.read_many` as the plain ORM answers it: each list its queryset's instances, each count
+    `qs.count()` of at most cap + 1 rows, each maximum the first row's value."""
+    found = {name: list(rows.build(*rows.args, **rows.values)) for name, rows in lists.items()}
+    figures: dict[str, Any] = {}
+    for build, args in [*fixed_figures, (lambda: (counts or {}, maxima or {}), ())]:
+        some_counts, some_maxima = build(*args)
+        for name, queryset in some_counts.items():
+            figures[name] = queryset.order_by().values("pk")[: cap + 1].count()
+        for name, queryset in some_maxima.items():
+            first = list(queryset[:1])
+            figures[name] = next(iter(first[0].values())) if first else None
+    return found, figures
+
+
+def _packet_both_ways(monkeypatch: Any, now: Any) -> tuple[str, str]:
+    from operator_site import sql
+
+    fast = to_json(reads.context_packet(now=now))
+    monkeypatch.setattr(sql, "read_many", _plain_read_many)
+    try:
+        plain = to_json(reads.context_packet(now=now))
+    finally:
+        monkeypatch.undo()
+    return fast, plain
+
+
+def test_the_packet_is_byte_identical_to_the_plain_orms(agent, owner, monkeypatch) -> None:
+    """The packet read through `sql.read_many` (lists as JSON from the database, the instances built
+    by the seam, its SQL compiled once) is the same text, byte for byte, as the packet whose lists
+    and counts the plain ORM reads: an empty operator, a full one, and one with long texts and
+    lists, data to omit and more of everything than the packet shows."""
+    now = timezone.now()
+    fast, plain = _packet_both_ways(monkeypatch, now)
+    assert fast == plain
+    some_of_everything(agent.principal, owner.principal)
+    fast, plain = _packet_both_ways(monkeypatch, now)
+    assert fast == plain and '"Renew passport"' in fast and '"newsletters"' in fast
+    a_long_history(agent.principal, tasks=400, observations=60)
+    later = timezone.now()
+    fast, plain = _packet_both_ways(monkeypatch, later)
+    assert fast == plain
+    packet = json.loads(fast)
+    assert packet["tasks"]["lanes"] and packet["observations"]["items"][0]["data"]["omitted"] is True
+    assert any(item.endswith("more") for p in packet["recent_progress"]["items"] for item in p["tried"])
+
+
+def _clip_before(value: Any, limit: int = reads.TEXT_CLIP) -> Any:
+    """`clip` as it was written before issue 19's packet work (the reference)."""
+    from collections.abc import Mapping
+
+    kind = type(value)
+    if kind is str:
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    if kind is dict:
+        return {k: _clip_before(v, limit) for k, v in value.items()}
+    if kind in (int, float, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[: limit - 1] + "…"
+    if isinstance(value, Mapping):
+        return {k: _clip_before(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_clip_before(v, limit) for v in value[: reads.LIST_CLIP]]
+        if len(value) > reads.LIST_CLIP:
+            items.append(f"… {len(value) - reads.LIST_CLIP} more")
+        return items
+    return value
+
+
+def _typed(value: Any) -> Any:
+    """`value` with the type of everything in it, to compare two answers type for type."""
+    if isinstance(value, dict):
+        return (type(value), [(k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value), [_typed(v) for v in value])
+    return (type(value), value)
+
+
+def test_clip_answers_what_it_answered_before() -> None:
+    import random
+    from decimal import Decimal
+    from types import MappingProxyType
+
+    from goals.models import Goal
+
+    rng = random.Random(19)
+    leaves = [
+        "",
+        "short",
+        "x" * 279,
+        "x" * 280,
+        "y" * 281,
+        "é" * 600,
+        Goal.Status.ACTIVE,  # a str subclass
+        0,
+        -3,
+        2.5,
+        True,
+        False,
+        None,
+        timezone.now(),
+        timezone.localdate(),
+        Decimal("1.5"),
+        {3, 1},
+        b"bytes",
+    ]
+
+    def make(depth: int) -> Any:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(leaves)
+        kind = rng.choice(["dict", "list", "tuple", "mapping", "long list"])
+        if kind in ("dict", "mapping"):
+            made = {f"k{i}": make(depth - 1) for i in range(rng.randint(0, 6))}
+            return MappingProxyType(made) if kind == "mapping" else made
+        items = [make(depth - 1) for _ in range(rng.randint(0, 12 if kind == "long list" else 4))]
+        return tuple(items) if kind == "tuple" else items
+
+    for _ in range(2000):
+        value = make(4)
+        for limit in (reads.TEXT_CLIP, 600, 3):
+            assert _typed(reads.clip(value, limit)) == _typed(_clip_before(value, limit))
+
+
 # --- operator_state --------------------------------------------------------------------------------------
 def test_state_pages_newest_first(agent) -> None:
     for i in range(7):

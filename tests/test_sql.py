@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -253,6 +253,22 @@ def test_a_builder_with_a_closure_is_refused() -> None:
 
 
 # --- many lists in one statement --------------------------------------------------------------------
+def _loaded(obj: Any, depth: int = 1) -> tuple[Any, ...]:
+    """Everything an instance read from the database holds: its attributes in their order, with
+    their types (the field values, an annotation), and its `_state` in its order, with the related
+    rows cached there (described to `depth`, then by type and key)."""
+    attrs = [(name, type(value), value) for name, value in vars(obj).items() if name != "_state"]
+    state = []
+    for name, value in vars(obj._state).items():
+        if name == "fields_cache":
+            value = {
+                key: None if rel is None else (_loaded(rel, depth - 1) if depth else (type(rel), rel.pk))
+                for key, rel in value.items()
+            }
+        state.append((name, value))
+    return type(obj), attrs, state
+
+
 def _same(
     found: list[Any], expected: list[Any], related: tuple[str, ...] = (), annotations: tuple[str, ...] = ()
 ) -> None:
@@ -265,6 +281,9 @@ def _same(
                 assert _fields(mine) == _fields(theirs)
         for name in annotations:
             assert getattr(got, name) == getattr(want, name)
+    # And nothing else differs: the same attributes in the same order, the same state, the same
+    # related rows cached (as the ORM's select_related caches them, None for a null relation).
+    assert [_loaded(r) for r in found] == [_loaded(r) for r in expected]
 
 
 def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_assert_num_queries) -> None:
@@ -285,14 +304,14 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
         "decisions": (Rows(reads._open_decisions, (10,)), ("decided_by",)),
         "approvals": (Rows(reads._pending_approvals, (10,)), ()),
         "approval_decisions": (Rows(reads._decisions_of_pending_approvals, (10,)), ()),
-        "directives": (Rows(reads._directives_in_force, (now,), fixed=False), ()),
+        "directives": (Rows(reads._directives_in_force, values={"now": now}), ()),
         "high": (Rows(reads._high_stakes_beliefs, (25,)), ()),
         "low": (Rows(reads._low_stakes_beliefs, (10,)), ()),
         "progress": (Rows(reads._recent_progress, (end, 8)), ("day", "recorded_by")),
         "observations": (Rows(reads._recent_observations, (end, 8)), ("day", "recorded_by")),
         "running_run": (Rows(running_run_query), ("holder", "day")),
         "last_finished_run": (Rows(last_finished_query), ("holder", "day", "ended_by")),
-        "tasks": (Rows(reads._shown_tasks, (task_ids,), fixed=False), ("updated_by", "goal", "project")),
+        "tasks": (Rows(reads._shown_tasks, values={"ids": task_ids}), ("updated_by", "goal", "project")),
     }
     # One statement on PostgreSQL; one per list on SQLite (sql.select_scalars).
     with django_assert_num_queries(1 if connection.vendor == "postgresql" else len(cases)):
@@ -314,7 +333,7 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
         "tasks",
     }, nonempty
     for name, (rows, related) in cases.items():
-        expected = list(rows.build(*rows.args))
+        expected = list(rows.build(*rows.args, **rows.values))
         annotations = ("rank",) if name == "tasks" else ()
         if name == "tasks":
             found[name].sort(key=lambda t: t.id)
@@ -339,6 +358,128 @@ def test_read_many_carries_json_booleans_floats_and_nulls(agent) -> None:
     expected = list(reads._recent_observations(timezone.now() + timedelta(days=1), 5))
     _same(found["o"], expected, ("day", "recorded_by"))
     assert found["o"][0].data == expected[0].data
+
+
+def _packet_lists(monkeypatch: Any) -> dict[str, Rows]:
+    """The lists the packet reads (spied on `sql.read_many`)."""
+    seen: dict[str, Rows] = {}
+    real = sql.read_many
+
+    def spy(lists: Any, **kwargs: Any) -> Any:
+        seen.update(lists)
+        return real(lists, **kwargs)
+
+    monkeypatch.setattr(sql, "read_many", spy)
+    reads.context_packet()
+    monkeypatch.setattr(sql, "read_many", real)
+    return seen
+
+
+def test_the_fast_instances_are_what_from_db_builds_for_every_model_the_packet_reads(
+    agent, owner, monkeypatch
+) -> None:
+    """`loading.loader` builds instances without `Model.__init__`: for every model the packet reads
+    (its lists' and their select_related rows'), an instance built from a row's values is
+    `from_db`'s in every attribute, in order, and in its `_state`. If Django changes what
+    `from_db` sets, this fails (not an answer); if it changes a field's descriptor, the shortcut
+    turns itself off and the first assertion says so."""
+    from operator_site.sql import loading
+    from operator_site.sql.many import _list_plan_of
+    from tests.test_reads import some_of_everything
+
+    some_of_everything(agent.principal, owner.principal)
+    models = set()
+    for rows in _packet_lists(monkeypatch).values():
+        plan, _ = _list_plan_of(connection, rows)
+        models |= {plan.model} | {target for _, target, _, _ in plan.related}
+    assert len(models) >= 12, models
+    for model in sorted(models, key=lambda m: m.__name__):
+        assert loading._shortcut(model) is not None, f"{model.__name__}: built by from_db (slower)"
+        attnames = [f.attname for f in model._meta.concrete_fields]
+        rows = list(model._base_manager.order_by("pk").values_list(*attnames)[:5])
+        assert rows, f"no {model.__name__} to compare"
+        for values in rows:
+            fast = loading.loader(model)(connection.alias, list(values))
+            orm = model.from_db(connection.alias, attnames, list(values))
+            assert _loaded(fast) == _loaded(orm), model.__name__
+            assert fast == orm and hash(fast) == hash(orm)
+        # A null foreign key leaves no cache on the state; a value makes an empty one (both as
+        # Model.__init__ does).
+        nulls = [None if f.null else v for f, v in zip(model._meta.concrete_fields, rows[0], strict=True)]
+        fast = loading.loader(model)(connection.alias, nulls)
+        assert _loaded(fast) == _loaded(model.from_db(connection.alias, attnames, nulls)), model.__name__
+
+
+def test_a_model_with_an_init_receiver_is_built_by_from_db(agent) -> None:
+    from django.db.models.signals import post_init, pre_init
+
+    now = timezone.now()
+    directive = Directive.objects.create(
+        kind="quiet", expires_at=now + timedelta(hours=1), set_by=agent.principal
+    )
+    for signal in (pre_init, post_init):
+        seen: list[Any] = []
+
+        def receiver(sender: Any, seen: list[Any] = seen, **kwargs: Any) -> None:
+            seen.append(kwargs.get("instance", sender))
+
+        signal.connect(receiver, sender=Directive)
+        try:
+            found = sql.read_many({"d": Rows(_directives_by_id, values={"ids": (directive.pk,)})})[0]["d"]
+        finally:
+            signal.disconnect(receiver, sender=Directive)
+        assert len(seen) == 1 and [d.pk for d in found] == [directive.pk]
+        if signal is post_init:
+            assert seen[0] is found[0]
+
+
+def test_sqlite_statements_write_only_code_constants_into_the_text() -> None:
+    from goals.models import Goal
+    from intents.models import IntentStatus
+    from operator_site.sql.many import _sqlite_statement
+
+    sql_text = "SELECT a FROM t WHERE s = %s AND k = %s AND n = %s AND p LIKE '%%s' AND d < %s"
+    params = [IntentStatus.PENDING_APPROVAL, "pending_approval", 3, "2026-01-01"]
+    constants = tuple((i, p) for i, p in enumerate(params) if isinstance(p, models.Choices))
+    text, kept, names, count = _sqlite_statement(sql_text, constants)
+    # The enumeration member is written in; the same word as a plain string (it could be input),
+    # the number and the date stay bound, named.
+    assert text == (
+        "SELECT a FROM t WHERE s = 'pending_approval' AND k = %(p0)s AND n = %(p1)s "
+        "AND p LIKE '%%s' AND d < %(p2)s"
+    )
+    assert kept == (1, 2, 3) and names == ("p0", "p1", "p2") and count == 4
+    # Any other "%" in the text: sent as it is.
+    assert _sqlite_statement("SELECT %s, 100 %% 7, '%d'", ()) is None
+    # A member whose value is not a plain word is bound like any value.
+    odd = models.TextChoices("Odd", {"QUOTE": "it's"})
+    text, kept, _, _ = _sqlite_statement("SELECT %s, %s", ((0, odd.QUOTE), (1, Goal.Status.ACTIVE)))
+    assert text == "SELECT %(p0)s, 'active'" and kept == (0,)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's statements")
+def test_the_packet_binds_every_value_that_is_not_a_constant_of_the_code(agent, owner) -> None:
+    from tests.test_reads import some_of_everything
+
+    some_of_everything(agent.principal, owner.principal)
+    sent: list[tuple[str, Any]] = []
+
+    def record(execute: Any, sql_text: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql_text, params))
+        return execute(sql_text, params, many, context)
+
+    with connection.execute_wrapper(record):
+        reads.context_packet()
+    lists = [(text, params) for text, params in sent if "json_group_array" in text]
+    assert len(lists) == 15
+    for text, params in lists:
+        assert isinstance(params, dict) and not re.search(r"(?<!%)%s", text)
+        assert not any(isinstance(v, models.Choices) for v in params.values())
+    # The ids of the tasks shown are bound (data, not code), padded to one shape.
+    shown = Task.objects.filter(status__in=Task.OPEN_STATUSES).values_list("id", flat=True)
+    (bound,) = [list(p.values()) for text, p in lists if '"goals_task"."id" IN' in text]
+    most = reads.LIMITS.lanes * reads.LIMITS.tasks_per_lane
+    assert set(bound[-most:]) == set(shown)  # the last placeholders: the ids of `id IN (…)`
 
 
 # --- no private internals ---------------------------------------------------------------------------
@@ -401,13 +542,13 @@ def test_a_list_compiled_per_call_reuses_its_plan_with_this_calls_values(agent) 
         kind="quiet", expires_at=now + timedelta(hours=3), set_by=agent.principal
     )
     rows = [
-        sql.read_many({"d": Rows(reads._directives_in_force, (at,), fixed=False)})[0]["d"]
+        sql.read_many({"d": Rows(reads._directives_in_force, values={"now": at})})[0]["d"]
         for at in (now, now + timedelta(hours=2), now + timedelta(hours=4))
     ]
     assert [[d.pk for d in found] for found in rows] == [[soon.pk, later.pk], [later.pk], []]
     # Another number of ids is another shape, with its own plan; each answers its own ids.
-    one = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk,),), fixed=False)})[0]["t"]
-    two = sql.read_many({"t": Rows(_directives_by_id, ((soon.pk, later.pk),), fixed=False)})[0]["t"]
+    one = sql.read_many({"t": Rows(_directives_by_id, values={"ids": (soon.pk,)})})[0]["t"]
+    two = sql.read_many({"t": Rows(_directives_by_id, values={"ids": (soon.pk, later.pk)})})[0]["t"]
     assert [d.pk for d in one] == [soon.pk] and [d.pk for d in two] == [soon.pk, later.pk]
 
 

@@ -91,22 +91,55 @@ def clip(value: Any, limit: int = TEXT_CLIP) -> Any:
     """`value` with every string longer than `limit` cut (ending in '…') and every list cut to
     LIST_CLIP items (ending in a note of how many were cut). Keys are kept as they are."""
     kind = type(value)  # the plain types first: the packet clips a few thousand values per call
+    if kind is dict:
+        return _clip_dict(value, limit)
     if kind is str:
         return value if len(value) <= limit else value[: limit - 1] + "…"
-    if kind is dict:
-        return {k: clip(v, limit) for k, v in value.items()}
-    if kind in (int, float, bool) or value is None:
+    if kind in _KEPT:
         return value
     if isinstance(value, str):
         return value if len(value) <= limit else value[: limit - 1] + "…"
     if isinstance(value, Mapping):
         return {k: clip(v, limit) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        items = [clip(v, limit) for v in value[:LIST_CLIP]]
-        if len(value) > LIST_CLIP:
-            items.append(f"… {len(value) - LIST_CLIP} more")
-        return items
+        return _clip_list(value, limit)
     return value
+
+
+# Values `clip` answers as they are, by exact type (a subclass takes the general path).
+_KEPT = frozenset({int, float, bool, type(None), datetime, date})
+
+
+def _clip_dict(value: dict[Any, Any], limit: int) -> dict[Any, Any]:
+    """`clip` of a plain dict, its plain values handled inline (one call per dict, not per value:
+    an answer's items are dicts of strings, numbers and dates)."""
+    out = {}
+    for k, v in value.items():
+        kind = type(v)
+        if kind is str:
+            out[k] = v if len(v) <= limit else v[: limit - 1] + "…"
+        elif kind in _KEPT:
+            out[k] = v
+        elif kind is dict:
+            out[k] = _clip_dict(v, limit)
+        elif kind is list:
+            out[k] = _clip_list(v, limit)
+        else:
+            out[k] = clip(v, limit)
+    return out
+
+
+def _clip_list(value: list[Any] | tuple[Any, ...], limit: int) -> list[Any]:
+    """`clip` of a list or tuple: its first LIST_CLIP items clipped, then a note of how many more."""
+    items = []
+    for v in value[:LIST_CLIP]:
+        if type(v) is str:
+            items.append(v if len(v) <= limit else v[: limit - 1] + "…")
+        else:
+            items.append(clip(v, limit))
+    if len(value) > LIST_CLIP:
+        items.append(f"… {len(value) - LIST_CLIP} more")
+    return items
 
 
 FigureQueries = tuple[Mapping[str, QuerySet], Mapping[str, QuerySet]]

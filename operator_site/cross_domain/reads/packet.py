@@ -108,6 +108,7 @@ def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[int]]], int, bool
 
 
 def _shown_tasks(ids: tuple[int, ...]) -> QuerySet:
+    """The rows of the tasks shown (`ids`: placeholders in `sql.read_many`, bound on every call)."""
     return (
         Task.objects.filter(id__in=list(ids))
         .select_related("updated_by", "goal", "project")
@@ -254,7 +255,7 @@ def context_packet(
         "decisions": Rows(_open_decisions, (limits.decisions,)),
         "approvals": Rows(_pending_approvals, (limits.approvals,)),
         "approval_decisions": Rows(_decisions_of_pending_approvals, (limits.approvals,)),
-        "directives": Rows(_directives_in_force, (now,), fixed=False),
+        "directives": Rows(_directives_in_force, values={"now": now}),
         "high": Rows(_high_stakes_beliefs, (limits.high_stakes_beliefs,)),
         "low": Rows(_low_stakes_beliefs, (limits.low_stakes_beliefs,)),
         "progress": Rows(_recent_progress, (end, limits.progress)),
@@ -263,7 +264,12 @@ def context_packet(
         "last_finished_run": Rows(last_finished_query),
     }
     if shown_ids:  # an empty board asks nothing more
-        lists["tasks"] = Rows(_shown_tasks, (shown_ids,), fixed=False)
+        # One shape whatever the number shown, so one plan (and one prepared statement on
+        # PostgreSQL): the ids padded to the most the lanes can show by repeating the last one
+        # (`IN` reads a row once however often its id is listed).
+        most = limits.lanes * limits.tasks_per_lane
+        padded = shown_ids + shown_ids[-1:] * (most - len(shown_ids))
+        lists["tasks"] = Rows(_shown_tasks, values={"ids": padded})
     found, figures = sql.read_many(
         lists,
         fixed_figures=[
