@@ -313,7 +313,7 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
         "last_finished_run": (Rows(last_finished_query), ("holder", "day", "ended_by")),
         "tasks": (Rows(reads._shown_tasks, values={"ids": task_ids}), ("updated_by", "goal", "project")),
     }
-    # One statement on PostgreSQL; one per list on SQLite (sql.select_scalars).
+    # One statement on PostgreSQL; one per list on SQLite (sql.many._select).
     with django_assert_num_queries(1 if connection.vendor == "postgresql" else len(cases)):
         found, figures = sql.read_many({name: rows for name, (rows, _) in cases.items()})
     assert figures == {}
@@ -433,27 +433,33 @@ def test_a_model_with_an_init_receiver_is_built_by_from_db(agent) -> None:
             assert seen[0] is found[0]
 
 
-def test_sqlite_statements_write_only_code_constants_into_the_text() -> None:
+def test_statements_write_only_code_constants_into_the_text() -> None:
     from goals.models import Goal
     from intents.models import IntentStatus
-    from operator_site.sql.many import _sqlite_statement
+    from operator_site.sql.many import _statement
 
-    sql_text = "SELECT a FROM t WHERE s = %s AND k = %s AND n = %s AND p LIKE '%%s' AND d < %s"
-    params = [IntentStatus.PENDING_APPROVAL, "pending_approval", 3, "2026-01-01"]
+    sql_text = "SELECT a FROM t WHERE s = %s AND k = %s AND n = %s AND p LIKE %s AND d < %s"
+    params = [IntentStatus.PENDING_APPROVAL, "pending_approval", 3, "%x", "2026-01-01"]
     constants = tuple((i, p) for i, p in enumerate(params) if isinstance(p, models.Choices))
-    text, kept, names, count = _sqlite_statement(sql_text, constants)
     # The enumeration member is written in; the same word as a plain string (it could be input),
-    # the number and the date stay bound, named.
+    # the number, the pattern and the date stay bound: named on SQLite, "%s" on PostgreSQL.
+    text, kept, names, count = _statement(sql_text, constants, named=True)
     assert text == (
         "SELECT a FROM t WHERE s = 'pending_approval' AND k = %(p0)s AND n = %(p1)s "
-        "AND p LIKE '%%s' AND d < %(p2)s"
+        "AND p LIKE %(p2)s AND d < %(p3)s"
     )
-    assert kept == (1, 2, 3) and names == ("p0", "p1", "p2") and count == 4
+    assert kept == (1, 2, 3, 4) and names == ("p0", "p1", "p2", "p3") and count == 5
+    text, kept, _, count = _statement(sql_text, constants, named=False)
+    assert (
+        text == "SELECT a FROM t WHERE s = 'pending_approval' AND k = %s AND n = %s AND p LIKE %s AND d < %s"
+    )
+    assert kept == (1, 2, 3, 4) and count == 5
     # Any other "%" in the text: sent as it is.
-    assert _sqlite_statement("SELECT %s, 100 %% 7, '%d'", ()) is None
+    for other in ("SELECT %s, 100 %% 7", "SELECT %s, '%d'", "SELECT '%%s', %s"):
+        assert _statement(other, (), named=True) is None and _statement(other, (), named=False) is None
     # A member whose value is not a plain word is bound like any value.
     odd = models.TextChoices("Odd", {"QUOTE": "it's"})
-    text, kept, _, _ = _sqlite_statement("SELECT %s, %s", ((0, odd.QUOTE), (1, Goal.Status.ACTIVE)))
+    text, kept, _, _ = _statement("SELECT %s, %s", ((0, odd.QUOTE), (1, Goal.Status.ACTIVE)), named=True)
     assert text == "SELECT %(p0)s, 'active'" and kept == (0,)
 
 

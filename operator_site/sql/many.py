@@ -15,7 +15,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models import QuerySet
 
 from operator_site.sql.compiled import memo
-from operator_site.sql.figures import Part, figure_parts, select_scalars
+from operator_site.sql.figures import Part, figure_parts
 from operator_site.sql.loading import attacher, loader
 from operator_site.sql.locks import _PARAM_FIELDS, Param
 
@@ -212,9 +212,8 @@ def _instances(conn: Any, plan: _ListPlan, text: str) -> list[Any]:
     return out
 
 
-# How Django's SQLite backend reads a "%s" placeholder (one not escaped as "%%s").
-_PLACEHOLDER = re.compile(r"(?<!%)%s")
-_NAMED_OR_ESCAPED = re.compile(r"%\(p\d+\)s|%%")
+_PLACEHOLDER = re.compile(r"%s")
+_NAMED = re.compile(r"%\(p\d+\)s")
 _WORD = re.compile(r"[a-z][a-z0-9_-]*")
 
 
@@ -230,12 +229,15 @@ def _literal(value: Any) -> str | None:
     return None
 
 
-def _sqlite_statement(
-    sql: str, constants: tuple[tuple[int, Any], ...]
+def _statement(
+    sql: str, constants: tuple[tuple[int, Any], ...], *, named: bool
 ) -> tuple[str, tuple[int, ...], tuple[str, ...], int] | None:
-    """`sql` for SQLite: the parameters at the positions of `constants` written in as literals, the
-    others named (`%(p0)s`, …); with the positions of those others, their names and the number of
-    placeholders read. None when the text holds any other "%" (it is then sent as it is)."""
+    """`sql` with the parameters at the positions of `constants` written in as literals and the
+    others kept as placeholders (`named`: as `%(p0)s`, `%(p1)s`, …); with the positions of those
+    others, their names and the number of placeholders read. None when the text holds any "%"
+    but its placeholders (an escaped "%%": it is then sent as it is)."""
+    if "%%" in sql:
+        return None
     literals = {i: _literal(value) for i, value in constants}
     kept: list[int] = []
     names: list[str] = []
@@ -248,29 +250,32 @@ def _sqlite_statement(
             return literals[i]
         kept.append(i)
         names.append(f"p{len(names)}")
-        return f"%({names[-1]})s"
+        return f"%({names[-1]})s" if named else "%s"
 
     text = _PLACEHOLDER.sub(placeholder, sql)
-    if "%" in _NAMED_OR_ESCAPED.sub("", text):
+    if "%" in (_NAMED.sub("", text) if named else text.replace("%s", "")):
         return None
     return text, tuple(kept), tuple(names), at
 
 
-def _select_sqlite(conn: Any, statements: list[list[Part]]) -> list[Any]:
-    """`select_scalars` on SQLite, each statement prepared for SQLite once per connection and
-    shape, two ways:
+def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
+    """`select_scalars`, each statement prepared once per connection and shape:
 
     - Constants of the code (members of a `Choices` enumeration: a status, a kind) are written
-      into the text, as `InConstants` does for the open board. SQLite plans a statement again on
-      every execution when a bound value decides whether a partial index applies
-      (`intent_executing_lease`, `run_single_running`: any `status = ?` on those tables): that was
-      ~0.2 ms for each of three lists and ~0.4 ms for the figures, on every packet.
-    - The other placeholders are named and bound from a dictionary — the "%(name)s" style Django's
-      cursors take on every database — which Django's SQLite cursor converts with Python's "%"
-      formatting; "%s" placeholders it converts with a regular expression over the whole text on
-      every call (about 30 µs per KB: 0.7 ms of the packet's ~22 KB).
+      into the text, as `InConstants` does for the open board. A planner that sees a bound value
+      where a partial index's condition is can use that index only by planning for the value:
+      SQLite re-plans such a statement on every execution (any `status = ?` on a table with a
+      partial index on its status, `intent_executing_lease`, `run_single_running`: ~0.2 ms for
+      each of three lists and ~0.4 ms for the figures, on every packet), and PostgreSQL's generic
+      plan of the prepared statement cannot use it at all (the one running run would be looked
+      for without `run_single_running`).
+    - On SQLite the other placeholders are named and bound from a dictionary — the "%(name)s" style
+      Django's cursors take on every database — which Django's SQLite cursor converts with
+      Python's "%" formatting; "%s" placeholders it converts with a regular expression over the
+      whole text on every call (about 30 µs per KB: 0.7 ms of the packet's ~22 KB).
 
     Every value that is not such a constant stays a bound parameter."""
+    named = conn.vendor == "sqlite"
     values: list[Any] = []
     with transaction.atomic(using=conn.alias, savepoint=False), conn.cursor() as cursor:
         for parts in statements:
@@ -280,16 +285,19 @@ def _select_sqlite(conn: Any, statements: list[list[Part]]) -> list[Any]:
             texts = tuple(sql for sql, _ in parts)
             constants = tuple((i, p) for i, p in enumerate(params) if isinstance(p, models.Choices))
             prepared = memo(
-                ("read_many", "sqlite", texts, constants),
-                lambda c, texts=texts, constants=constants: _sqlite_statement(
-                    "SELECT " + ", ".join(texts), constants
+                ("read_many", "statement", texts, constants),
+                lambda c, texts=texts, constants=constants: _statement(
+                    "SELECT " + ", ".join(texts), constants, named=named
                 ),
             )
             if prepared is None or prepared[3] != len(params):
                 cursor.execute("SELECT " + ", ".join(texts), params)
-            else:
+            elif named:
                 text, kept, names, _ = prepared
                 cursor.execute(text, {name: params[i] for name, i in zip(names, kept, strict=True)})
+            else:
+                text, kept, _, _ = prepared
+                cursor.execute(text, [params[i] for i in kept])
             values += cursor.fetchone()
     return values
 
@@ -315,13 +323,13 @@ def read_many(
     names, figure_sql = figure_parts(counts or {}, maxima or {}, cap=cap, fixed=fixed_figures, conn=conn)
     list_sql = [(plan.sql, params) for plan, params in plans.values()]
     if conn.vendor == "postgresql":
-        row = select_scalars(conn, [list_sql + figure_sql])  # one round trip
+        row = _select(conn, [list_sql + figure_sql])  # one round trip
     else:
         # SQLite has no round trips to save, and its time for one SELECT grows faster than the
         # number of JSON-building subqueries in it: the packet's 14 lists take ~1.5 ms together
         # and ~0.3 ms one by one on an empty operator (docs/performance.md). A list each, then the
         # figures (plain counts) together.
-        row = _select_sqlite(conn, [[part] for part in list_sql] + [figure_sql])
+        row = _select(conn, [[part] for part in list_sql] + [figure_sql])
     found = {
         name: _instances(conn, plan, text)
         for (name, (plan, _)), text in zip(plans.items(), row, strict=False)
