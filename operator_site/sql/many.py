@@ -264,11 +264,11 @@ def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
     - Constants of the code (members of a `Choices` enumeration: a status, a kind) are written
       into the text, as `InConstants` does for the open board. A planner that sees a bound value
       where a partial index's condition is can use that index only by planning for the value:
-      SQLite re-plans such a statement on every execution (any `status = ?` on a table with a
-      partial index on its status, `intent_executing_lease`, `run_single_running`: ~0.2 ms for
-      each of three lists and ~0.4 ms for the figures, on every packet), and PostgreSQL's generic
-      plan of the prepared statement cannot use it at all (the one running run would be looked
-      for without `run_single_running`).
+      SQLite prepares such a statement again each time the value is bound (any `status = ?` on a
+      table with a partial index on its status, `intent_executing_lease`, `run_single_running`:
+      ~0.2 ms for each of three lists and up to ~0.75 ms for the figures, on every packet), and
+      PostgreSQL's generic plan of the prepared statement cannot use it at all (the one running
+      run would be looked for without `run_single_running`).
     - On SQLite the other placeholders are named and bound from a dictionary — the "%(name)s" style
       Django's cursors take on every database — which Django's SQLite cursor converts with
       Python's "%" formatting; "%s" placeholders it converts with a regular expression over the
