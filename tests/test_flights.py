@@ -91,7 +91,13 @@ def test_round_trips_of_a_call_on_the_wire(
     agent, settings, tool: str, arguments: dict[str, Any], expected: int
 ) -> None:
     settings.OPERATOR_DELIVERY = "off"  # a notice is delivered after the commit, not in the call
-    _call(agent.principal, agent.token, tool, arguments)  # warm: the day opens, statements prepare
+    # Warm: the day opens, and every statement crosses psycopg's prepare threshold (preparing one
+    # costs a round trip of its own, once per connection).
+    for n in range(3):
+        warm = arguments
+        if tool == "operator_record_action_intent":
+            warm = {"action": {**arguments["action"], "title": f"warm {n}"}}
+        _call(agent.principal, agent.token, tool, warm)
     if tool == "operator_record_action_intent":
         arguments = {"action": {**arguments["action"], "title": "T2"}}
     result, runs = flights(_call, agent.principal, agent.token, tool, arguments)
