@@ -30,7 +30,7 @@ from beliefs.models import (
 from beliefs.schemas import CHANGES
 from operator_site import versioned
 from operator_site.evidence import GATE, Claim, Confirmation
-from operator_site.lineage import Committed, EntityChange, Image, Lineage
+from operator_site.lineage import Committed, EntityChange, Image, Lineage, LiveRows
 from operator_site.lineage_revert import Reverter
 from operator_site.models import Instruction, Notification, Principal
 from operator_site.proposals import ApprovalEvidence
@@ -69,9 +69,12 @@ def image_of(row: Belief) -> Image:
 class BeliefStore:
     """The world model's live entities: one `Belief` row per (kind, key)."""
 
+    # A write reads its beliefs with the base version, in one statement (`Lineage.begin`).
+    live = LiveRows(Belief, ("kind", "key"), split_entity, image_of)
+
     def snapshot(self, entity: str) -> Image | None:
-        # Read twice per changed belief on every world-model write (the check, then the pre-image
-        # under the claimed version): the compiled-once lookup. (kind, key) is unique.
+        # An undo's or a restore's pre-image, read under the claimed version: the compiled-once
+        # lookup. (kind, key) is unique.
         kind, key = split_entity(entity)
         row = row_where(Belief, kind=kind, key=key)
         return image_of(row) if row else None
@@ -277,14 +280,15 @@ def update_world_model(
         approval=approval,
         unchanged_since=unchanged_since,
     )
-    draft = WORLD_MODEL.begin(grounds.expected_version)
+    # The base version and the live images of the beliefs it touches, from one snapshot.
+    draft = WORLD_MODEL.begin(grounds.expected_version, entities)
     with WORLD_MODEL.stable(draft):
         if grounds.unchanged_since is not None:  # before anything else: what was shown must still hold
             WORLD_MODEL.refuse_if_touched_since(grounds.unchanged_since, entities)
         planned: list[tuple[ChangeSpec, Image | None, Image]] = []
         unchanged: list[str] = []
         for spec in specs:
-            before = WORLD_MODEL.store.snapshot(spec.entity)
+            before = draft.images[spec.entity]
             after = _planned_image(spec, before, principal, draft.number)
             if _same_content(before, after):
                 unchanged.append(spec.entity)

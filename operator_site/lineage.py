@@ -5,7 +5,7 @@ docs/lineage.md; `operator_site.versioned` builds the rest of a versioned model 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +17,7 @@ from django.utils import timezone
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 from operator_site.refusals import Refusal, VersionConflict
-from operator_site.sql import advisory_xact_lock, insert_unless_conflict, max_value
+from operator_site.sql import insert_claiming, insert_rows, insert_unless_conflict, max_value, read_after_lock
 
 Image = dict[str, Any]
 
@@ -96,8 +96,22 @@ class ChangeRecord(AppendOnlyModel):
         return f"{self.entity} @ v{self.version_id}"  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class LiveRows:
+    """How a store's entities are read many at once: each is at most one row of `model`, the one
+    whose `fields` equal `key(entity)`; `image(row)` is its image. A store that has one (its `live`
+    attribute) lets `Lineage.begin` read the images of a write's entities with the base version, in
+    one statement."""
+
+    model: type[models.Model]
+    fields: tuple[str, ...]
+    key: Callable[[str], tuple[Any, ...]]
+    image: Callable[[Any], Image]
+
+
 class EntityStore(Protocol):
-    """How a lineage reads and writes the live state of its entities."""
+    """How a lineage reads and writes the live state of its entities. A store may also have `live`,
+    a `LiveRows`: how its entities' rows are read many at once."""
 
     def snapshot(self, entity: str) -> Image | None:
         """The entity's current image, or None when it does not exist."""
@@ -110,10 +124,13 @@ class EntityStore(Protocol):
 @dataclass
 class Draft:
     """A write in preparation: the version it extends and the number it will get. `claimed` turns
-    true once `commit` holds the number (from then on this transaction is the only writer)."""
+    true once `commit` holds the number (from then on this transaction is the only writer).
+    `images`: the live images of the entities `begin` was given, read in the same statement as
+    `base` (so they are the state of version `base`; None: absent)."""
 
     base: int
     claimed: bool = False
+    images: Mapping[str, Image | None] = field(default_factory=dict)
 
     @property
     def number(self) -> int:
@@ -274,9 +291,8 @@ class Lineage:
         return None
 
     # --- writing ------------------------------------------------------------------------------
-    def begin(self, expected_version: int | None = None) -> Draft:
-        self._queue_writers()
-        current = self.current_version()
+    def begin(self, expected_version: int | None = None, entities: Sequence[str] = ()) -> Draft:
+        current, images = self.read_base(entities)
         if expected_version is not None and expected_version != current:
             raise VersionConflict(
                 reason=(
@@ -286,16 +302,32 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current)
+        return Draft(base=current, images=images)
 
-    def _queue_writers(self) -> None:
-        """On PostgreSQL, writers of this model take turns here, for the rest of their transaction (a
-        transaction-scoped advisory lock), before they read the version to extend. Correctness does
-        not rest on it (the claim in `commit` decides every race); it keeps `retry: true` rare
+    def read_base(self, entities: Sequence[str] = ()) -> tuple[int, dict[str, Image | None]]:
+        """The version a write extends and, when the store reads its rows many at once
+        (`LiveRows`), the live images of `entities` — ONE statement, so one snapshot: they are the
+        state of that version.
+
+        First, on PostgreSQL, writers of this model take turns here, for the rest of their
+        transaction (a transaction-scoped advisory lock), before they read the version to extend:
+        the lock and the read travel as one message, and the read, a statement of its own, sees
+        every writer that held the lock before (`sql.read_after_lock`). Correctness does not rest
+        on the lock (the claim in `commit` decides every race); it keeps `retry: true` rare
         (docs/lineage.md, "Why writers queue anyway"). SQLite's write transactions already run one
         at a time.
         """
-        advisory_xact_lock(f"operator.lineage:{self.version_model._meta.db_table}")
+        lock = f"operator.lineage:{self.version_model._meta.db_table}"
+        live: LiveRows | None = getattr(self.store, "live", None)
+        if live is None or not entities:
+            current, _ = read_after_lock(lock, self.version_model, "number")
+            return current or 0, {}
+        keys = {entity: live.key(entity) for entity in entities}
+        current, rows = read_after_lock(
+            lock, self.version_model, "number", live.model, live.fields, list(keys.values())
+        )
+        by_key = {tuple(getattr(row, name) for name in live.fields): row for row in rows}
+        return current or 0, {entity: _image_or_none(live, by_key.get(key)) for entity, key in keys.items()}
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:
@@ -346,29 +378,54 @@ class Lineage:
             summary=summary[:500],
             **dict(fields or {}),
         )
+        known = draft.images
+        if images and all(entity in known for entity in images):
+            # Every pre-image was read with the base version, in one statement: they are the state
+            # of version `draft.base`, and once the claim on `draft.number` holds, exactly what this
+            # version supersedes (a writer that changed them would have claimed that number first).
+            # So the change rows go with the claim (one statement on PostgreSQL; none if it fails).
+            applied = [EntityChange(e, known[e], after) for e, after in images.items() if known[e] != after]
+            rows = [self._change_row(version, change) for change in applied]
+            if not insert_claiming(version, "number", rows):
+                raise self._lost(draft)
+            draft.claimed = True
+            if not applied:
+                raise self._nothing_changed()
+            for change in applied:
+                self.store.apply(change.entity, change.before, change.after, version)
+            return Committed(version, applied)
         if not insert_unless_conflict(version, "number"):
-            raise VersionConflict(
-                reason=(
-                    f"Another write extended version {draft.base} of the {self.label} first; nothing "
-                    "was written. Re-read it and retry."
-                ),
-                current_version=self.current_version(),
-                based_on=draft.base,
-            )
+            raise self._lost(draft)
         draft.claimed = True
-        applied: list[EntityChange] = []
-        rows = []
+        applied = []
         for entity, after in images.items():
             before = self.store.snapshot(entity)
             if before == after:
                 continue
             self.store.apply(entity, before, after, version)
             applied.append(EntityChange(entity, before, after))
-            rows.append(self.change_model(version=version, entity=entity, before=before, after=after))
-        if not rows:
-            raise Refusal("nothing_changed", f"That would not change the {self.label}; nothing was written.")
-        self.change_model.objects.bulk_create(rows)
+        if not applied:
+            raise self._nothing_changed()
+        insert_rows([self._change_row(version, change) for change in applied])
         return Committed(version, applied)
+
+    def _change_row(self, version: VersionRecord, change: EntityChange) -> ChangeRecord:
+        return self.change_model(
+            version=version, entity=change.entity, before=change.before, after=change.after
+        )
+
+    def _lost(self, draft: Draft) -> VersionConflict:
+        return VersionConflict(
+            reason=(
+                f"Another write extended version {draft.base} of the {self.label} first; nothing "
+                "was written. Re-read it and retry."
+            ),
+            current_version=self.current_version(),
+            based_on=draft.base,
+        )
+
+    def _nothing_changed(self) -> Refusal:
+        return Refusal("nothing_changed", f"That would not change the {self.label}; nothing was written.")
 
     def plan_undo(self, version: VersionRecord) -> Plan:
         if version.number > self.current_version():
@@ -464,6 +521,10 @@ class Lineage:
             summary=summary,
             fields=fields,
         )
+
+
+def _image_or_none(live: LiveRows, row: Any) -> Image | None:
+    return None if row is None else live.image(row)
 
 
 def diff_images(

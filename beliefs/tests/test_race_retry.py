@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class StaleReads:
-    """Makes the next `n` reads of the current version answer one version too low."""
+    """Makes the next `n` reads of a write's base version answer one version too low."""
 
     def __init__(self) -> None:
         self.left = 0
@@ -30,17 +30,17 @@ class StaleReads:
 
 @pytest.fixture
 def stale_reads(monkeypatch: Any) -> StaleReads:
-    real = Lineage.current_version
+    real = Lineage.read_base
     reads = StaleReads()
 
-    def current_version(self: Lineage) -> int:
-        value = real(self)
+    def read_base(self: Lineage, entities: Any = ()) -> tuple[int, Any]:
+        value, images = real(self, entities)
         if reads.left and value > 0:
             reads.left -= 1
-            return value - 1
-        return value
+            return value - 1, images
+        return value, images
 
-    monkeypatch.setattr(Lineage, "current_version", current_version)
+    monkeypatch.setattr(Lineage, "read_base", read_base)
     return reads
 
 

@@ -59,6 +59,11 @@ from operator_site.sql.snapshots import (
     read_snapshot,
     reset_sequences,
 )
+from operator_site.sql.versions import (
+    insert_claiming,
+    insert_rows,
+    read_after_lock,
+)
 
 __all__ = [
     "Param",
@@ -70,8 +75,10 @@ __all__ = [
     "create_row",
     "export_snapshot",
     "insert_async_commit",
+    "insert_claiming",
     "insert_raw",
     "insert_row",
+    "insert_rows",
     "insert_unless_conflict",
     "instances",
     "lock_key",
@@ -80,6 +87,7 @@ __all__ = [
     "ping",
     "principal_and_count",
     "probe",
+    "read_after_lock",
     "read_many",
     "read_snapshot",
     "reset_sequences",
