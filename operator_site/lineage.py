@@ -17,7 +17,17 @@ from django.utils import timezone
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 from operator_site.refusals import Refusal, VersionConflict
-from operator_site.sql import insert_claiming, insert_rows, insert_unless_conflict, max_value, read_after_lock
+from operator_site.sql import (
+    Update,
+    insert_claiming,
+    insert_row,
+    insert_rows,
+    insert_unless_conflict,
+    max_value,
+    read_after_lock,
+    row_where,
+    update_rows,
+)
 
 Image = dict[str, Any]
 
@@ -98,20 +108,57 @@ class ChangeRecord(AppendOnlyModel):
 
 @dataclass(frozen=True)
 class LiveRows:
-    """How a store's entities are read many at once: each is at most one row of `model`, the one
-    whose `fields` equal `key(entity)`; `image(row)` is its image. A store that has one (its `live`
-    attribute) lets `Lineage.begin` read the images of a write's entities with the base version, in
-    one statement."""
+    """A store whose every entity is at most one row of `model`: the one whose `fields` equal
+    `key(entity)`, there exactly when the entity has an image (a removed entity's row is deleted).
+    `image(row)` is the row's image, `columns(image, number)` the row's other columns for an image
+    written by version `number`. `LiveStore` reads and writes such rows; a lineage whose store has
+    them (its `live`) reads a write's pre-images with the base version in one statement
+    (`Lineage.begin`) and writes the rows with its claim (`Lineage.commit`)."""
 
     model: type[models.Model]
     fields: tuple[str, ...]
     key: Callable[[str], tuple[Any, ...]]
     image: Callable[[Any], Image]
+    columns: Callable[[Image, int], dict[str, Any]]
+
+    def where(self, entity: str) -> dict[str, Any]:
+        return dict(zip(self.fields, self.key(entity), strict=True))
+
+    def write(self, entity: str, before: Image | None, image: Image, number: int) -> models.Model | Update:
+        """What makes the entity's row hold `image`, written by version `number`: a new row when it
+        had none (`before` is None, read under the claimed version), else an update of its row."""
+        where, columns = self.where(entity), self.columns(image, number)
+        if before is None:
+            return self.model(**where, **columns)
+        return Update(self.model, columns, where)
+
+
+class LiveStore:
+    """An `EntityStore` of `LiveRows` (a new entity is one INSERT, a changed one one UPDATE, a
+    removed one a DELETE), each statement compiled once."""
+
+    def __init__(self, live: LiveRows) -> None:
+        self.live = live
+
+    def snapshot(self, entity: str) -> Image | None:
+        row = row_where(self.live.model, **self.live.where(entity))
+        return None if row is None else self.live.image(row)
+
+    def apply(self, entity: str, before: Image | None, image: Image | None, version: VersionRecord) -> None:
+        if image is None:
+            self.live.model._base_manager.filter(**self.live.where(entity)).delete()
+            return
+        write = self.live.write(entity, before, image, version.number)
+        if isinstance(write, Update):
+            update_rows(write)
+        else:
+            insert_row(write)
 
 
 class EntityStore(Protocol):
     """How a lineage reads and writes the live state of its entities. A store may also have `live`,
-    a `LiveRows`: how its entities' rows are read many at once."""
+    `LiveRows` (a `LiveStore` has): how its rows are read and written with a version's own
+    statements."""
 
     def snapshot(self, entity: str) -> Image | None:
         """The entity's current image, or None when it does not exist."""
@@ -379,20 +426,33 @@ class Lineage:
             **dict(fields or {}),
         )
         known = draft.images
-        if images and all(entity in known for entity in images):
+        live: LiveRows | None = getattr(self.store, "live", None)
+        if live is not None and images and all(entity in known for entity in images):
             # Every pre-image was read with the base version, in one statement: they are the state
             # of version `draft.base`, and once the claim on `draft.number` holds, exactly what this
-            # version supersedes (a writer that changed them would have claimed that number first).
-            # So the change rows go with the claim (one statement on PostgreSQL; none if it fails).
+            # version supersedes (a writer that changed them would have claimed that number
+            # first). So the change rows and the live rows are written with the claim: one
+            # statement on PostgreSQL, and nothing written if the claim fails.
             applied = [EntityChange(e, known[e], after) for e, after in images.items() if known[e] != after]
-            rows = [self._change_row(version, change) for change in applied]
-            if not insert_claiming(version, "number", rows):
+            writes = [
+                live.write(c.entity, c.before, c.after, draft.number) for c in applied if c.after is not None
+            ]
+            if len(writes) < len(applied):  # a removal: the store deletes it, after the claim
+                writes = []
+            updates = [write for write in writes if isinstance(write, Update)]
+            rows = [self._change_row(version, c) for c in applied]
+            rows += [write for write in writes if not isinstance(write, Update)]
+            updated = insert_claiming(version, "number", rows, updates)
+            if updated is None:
                 raise self._lost(draft)
             draft.claimed = True
             if not applied:
                 raise self._nothing_changed()
-            for change in applied:
-                self.store.apply(change.entity, change.before, change.after, version)
+            if any(count != 1 for count in updated):  # cannot be: the base showed the row
+                raise RuntimeError(f"{self.label}: an entity's row was not where its pre-image said")
+            if not writes:
+                for change in applied:
+                    self.store.apply(change.entity, change.before, change.after, version)
             return Committed(version, applied)
         if not insert_unless_conflict(version, "number"):
             raise self._lost(draft)

@@ -81,12 +81,12 @@ def _commands(run: list[str]) -> str:
         # COMMIT. Before: eight.
         ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 7),
         # The token; BEGIN; the queue (advisory lock) and the version with the belief's pre-image
-        # (one message); the version claim with its change row (one statement); the belief; the
-        # audit row with COMMIT. Before the world-model write's own round trips were cut: ten.
+        # (one message); the version claim with its change row and the belief (one statement);
+        # the audit row with COMMIT. Before the world-model write's own round trips were cut: ten.
         (
             "operator_update_world_model",
             {"changes": [{"op": "add", "kind": "note", "key": "k", "value": "v"}]},
-            6,
+            5,
         ),
         # A one-query read: the token, the query, the audit row (one message with its commit).
         ("operator_list_directives", {}, 3),

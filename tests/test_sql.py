@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -454,47 +454,96 @@ def test_the_read_after_the_lock_sees_the_writer_that_held_it(agent) -> None:
     assert top == 1 and [r.value for r in rows] == ["written under the lock"]
 
 
-def test_a_claim_inserts_its_rows_with_it(agent) -> None:
-    from beliefs.models import WorldModelChange, WorldModelVersion
+def test_a_claim_writes_its_rows_and_updates_with_it(agent) -> None:
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 
+    kept = _belief(agent.principal, "kept", value="old", confidence=0.25)
+    untouched = _fields(_belief(agent.principal, "untouched"))
     version = _version(agent.principal, 1, summary="first", evidence={"span": "said"})
     rows = [
         WorldModelChange(version=version, entity=f"note/{k}", before=before, after={"key": k, "n": [1, 2.5]})
-        for k, before in (("a", None), ("b", {"key": "b", "value": "old"}))
+        for k, before in (("a", None), ("kept", {"key": "kept", "value": "old"}))
     ]
+    new = Belief(
+        kind="note",
+        key="a",
+        value="new",
+        source_principal=agent.principal,
+        source_name="scout",
+        source_kind="agent",
+        set_in_version=1,
+        last_version=1,
+    )
+    later = timezone.now() + timedelta(minutes=5)
+    changed = sql.Update(
+        Belief,
+        {
+            "value": "new",
+            "confidence": None,
+            "evidence_span": "x" * 300,
+            "last_version": 1,
+            "updated_at": later,
+        },
+        {"kind": "note", "key": "kept"},
+    )
     with CaptureQueriesContext(connection) as seen:
-        assert sql.insert_claiming(version, "number", rows) is True
-    assert len(seen) == (1 if connection.vendor == "postgresql" else 2), seen.captured_queries
-    assert not version._state.adding
+        assert sql.insert_claiming(version, "number", [*rows, new], [changed]) == [1]
+    # PostgreSQL: one statement. SQLite: the claim, each model's rows, the update.
+    assert len(seen) == (1 if connection.vendor == "postgresql" else 4), seen.captured_queries
+    assert not version._state.adding and not new._state.adding
     assert _fields(WorldModelVersion.objects.get(number=1)) == _fields(version)
     stored = WorldModelChange.objects.order_by("entity")
     assert [(c.version_id, c.entity, c.before, c.after) for c in stored] == [
         (1, r.entity, r.before, r.after) for r in rows
     ]
+    added = Belief.objects.get(key="a")
+    assert {k: v for k, v in _fields(added).items() if k not in {"id", "updated_at"}} == {
+        k: v for k, v in _fields(new).items() if k not in {"id", "updated_at"}
+    }
+    # What the ORM's update() would have left.
+    Belief.objects.filter(pk=kept.pk).update(value="orm")
+    expected = {**_fields(kept), **{k: v for k, v in changed.values.items()}}
+    assert _fields(Belief.objects.get(pk=kept.pk)) == {**expected, "value": "orm"}
+    assert _fields(Belief.objects.get(key="untouched")) == untouched
+    assert sql.update_rows(changed) == 1
+    assert sql.update_rows(sql.Update(Belief, {"value": "x"}, {"kind": "note", "key": "absent"})) == 0
 
 
-def test_a_lost_claim_inserts_none_of_its_rows_and_the_transaction_goes_on(agent) -> None:
-    from beliefs.models import WorldModelChange, WorldModelVersion
+def test_a_lost_claim_writes_nothing_and_the_transaction_goes_on(agent) -> None:
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 
+    _belief(agent.principal, "kept", value="old")
     with transaction.atomic():
-        assert sql.insert_claiming(_version(agent.principal, 1, summary="winner"), "number", []) is True
+        assert sql.insert_claiming(_version(agent.principal, 1, summary="winner"), "number") == []
         loser = _version(agent.principal, 1, summary="loser")
         row = WorldModelChange(version=loser, entity="note/x", before=None, after={"key": "x"})
-        assert sql.insert_claiming(loser, "number", [row]) is False
+        changed = sql.Update(Belief, {"value": "lost"}, {"kind": "note", "key": "kept"})
+        assert sql.insert_claiming(loser, "number", [row], [changed]) is None
         assert loser._state.adding and row._state.adding
         # No error: the transaction is still usable.
         assert WorldModelVersion.objects.get(number=1).summary == "winner"
     assert not WorldModelChange.objects.exists()
+    assert Belief.objects.get(key="kept").value == "old"
 
 
 def test_only_the_claimed_key_decides_another_constraint_still_refuses(agent) -> None:
-    from beliefs.models import WorldModelChange, WorldModelVersion
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 
     insert_row(_version(agent.principal, 1))
     gapped = WorldModelVersion(number=3, supersedes=1, principal=agent.principal, actor="scout")
     row = WorldModelChange(version=gapped, entity="note/x", before=None, after={"key": "x"})
     with pytest.raises(IntegrityError), transaction.atomic():
         sql.insert_claiming(gapped, "number", [row])
+    assert list(WorldModelVersion.objects.values_list("number", flat=True)) == [1]
+    # A value too long for its column is refused as the ORM's insert refuses it, not cut to fit
+    # (PostgreSQL; SQLite does not check a varchar's length).
+    if connection.vendor == "postgresql":
+        long = WorldModelChange(version=_version(agent.principal, 2), entity="e" * 251, before=None, after={})
+        with pytest.raises(DataError), transaction.atomic():
+            sql.insert_claiming(long.version, "number", [long])
+        too_long = sql.Update(Belief, {"status": "s" * 9}, {"kind": "note", "key": "k"})
+        with pytest.raises(DataError), transaction.atomic():
+            sql.insert_claiming(_version(agent.principal, 2), "number", [], [too_long])
     assert list(WorldModelVersion.objects.values_list("number", flat=True)) == [1]
 
 

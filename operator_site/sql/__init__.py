@@ -60,14 +60,17 @@ from operator_site.sql.snapshots import (
     reset_sequences,
 )
 from operator_site.sql.versions import (
+    Update,
     insert_claiming,
     insert_rows,
     read_after_lock,
+    update_rows,
 )
 
 __all__ = [
     "Param",
     "Rows",
+    "Update",
     "advisory_xact_lock",
     "capped_figures",
     "compiled",
@@ -95,5 +98,6 @@ __all__ = [
     "rows_where",
     "take_budget_slot",
     "tuples",
+    "update_rows",
     "write_transaction",
 ]

@@ -10,9 +10,11 @@ the base together, the claim of a version with its change rows, rows inserted ma
   the lock's statement would not: its snapshot would predate the wait.) The version and the rows
   are one statement, so one snapshot: the rows are the state of that version.
 - `insert_claiming`: the claim of a version number (`INSERT … ON CONFLICT (number) DO NOTHING`) and
-  rows that belong to it, ONE statement on PostgreSQL: a data-modifying CTE whose rows are selected
-  from what the claim returned, so a claim that inserts nothing (a lost race) inserts none of them.
-- `insert_rows`: many new rows of one model in one INSERT, compiled once per model and row count.
+  the writes that belong to it (its change rows, the live rows it inserts or updates), ONE
+  statement on PostgreSQL: a data-modifying CTE whose writes all select from what the claim
+  returned, so a claim that inserts nothing (a lost race) writes nothing.
+- `insert_rows`: many new rows of one model in one INSERT, compiled once per model and row count;
+  `update_rows`: an `Update` (`filter(...).update(...)`), compiled once per model and field names.
 
 On SQLite (no round trips, a library call per statement) each is the plain sequence of statements.
 tests/test_sql.py compares each with the ORM on both databases.
@@ -20,7 +22,7 @@ tests/test_sql.py compares each with the ORM on both databases.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -167,59 +169,153 @@ def insert_rows(rows: Sequence[models.Model]) -> None:
     _saved(rows, conn)
 
 
-def _claiming_sql(
-    conn: Any, claim_model: type[models.Model], unique_field: str, model: type[models.Model], count: int
-) -> str:
+@dataclass(frozen=True)
+class Update:
+    """`UPDATE model SET values WHERE where`: each a mapping of field names (or attnames) to
+    values, the `where` fields compared for equality. Prepared as the ORM's `update()` prepares
+    them (`get_db_prep_save`), so an auto_now field is set only when `values` names it."""
+
+    model: type[models.Model]
+    values: Mapping[str, Any]
+    where: Mapping[str, Any]
+
+    @property
+    def shape(self) -> tuple[type[models.Model], tuple[str, ...], tuple[str, ...]]:
+        return self.model, tuple(self.values), tuple(self.where)
+
+
+def _update_sql(conn: Any, shape: tuple[type[models.Model], tuple[str, ...], tuple[str, ...]]) -> str:
+    model, values, where = shape
+    quote, meta = conn.ops.quote_name, model._meta
+    table = quote(meta.db_table)
+    sets = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in values)
+    match = " AND ".join(f"{table}.{quote(meta.get_field(name).column)} = %s" for name in where)
+    # Identifiers from the model's metadata; every value is a parameter.
+    return f"UPDATE {table} SET {sets} WHERE {match}"  # noqa: S608
+
+
+def _update_params(update: Update, conn: Any) -> list[Any]:
+    meta = update.model._meta
+    given = [*update.values.items(), *update.where.items()]
+    return [meta.get_field(name).get_db_prep_save(value, conn) for name, value in given]
+
+
+def update_rows(update: Update) -> int:
+    """`model.objects.filter(**where).update(**values)`, the statement compiled once per model and
+    field names: the number of rows it changed."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql = memo(("update_rows", update.shape), lambda c: _update_sql(c, update.shape))
+    with conn.cursor() as cursor:
+        cursor.execute(sql, _update_params(update, conn))
+        return cursor.rowcount
+
+
+def _cast(conn: Any, field: models.Field) -> str:
+    """A placeholder typed as its column (a parameter selected rather than inserted has no type to
+    take from its column): the column's type without its modifiers — an explicit cast to
+    varchar(n) would cut a longer value silently, where assigning it to the column refuses it as
+    the ORM's insert does."""
+    db_type = field.db_type(conn)
+    if not db_type:
+        raise TypeError(f"{field} has no column type to cast to")
+    return f"CAST(%s AS {db_type.split('(', 1)[0].strip()})"
+
+
+def _groups(rows: Sequence[models.Model]) -> list[list[models.Model]]:
+    """The rows by model, each model's rows in their order, the models in order of appearance."""
+    groups: dict[type[models.Model], list[models.Model]] = {}
+    for row in rows:
+        groups.setdefault(type(row), []).append(row)
+    return list(groups.values())
+
+
+ClaimShape = tuple[
+    type[models.Model],
+    str,
+    tuple[tuple[type[models.Model], int], ...],
+    tuple[tuple[type[models.Model], tuple[str, ...], tuple[str, ...]], ...],
+]
+
+
+def _claiming_sql(conn: Any, shape: ClaimShape) -> str:
+    claim_model, unique_field, inserts, updates = shape
     quote = conn.ops.quote_name
     claim_sql, _ = _insert(claim_model, conn.vendor, (unique_field,))
     if claim_model._meta.pk.db_returning:
         claim_sql = claim_sql.rsplit(" RETURNING ", 1)[0]  # it returns what the CTE needs instead
-    fields = _fields_of(model, conn)
-    cast = []
-    for f in fields:
-        db_type = f.db_type(conn)
-        if not db_type:
-            raise TypeError(f"{model.__name__}.{f.name} has no column type to cast to")
-        cast.append(f"CAST(%s AS {db_type})")
-    # Identifiers and column types from the models' metadata; every value is a parameter.
-    one = "SELECT " + ", ".join(cast) + " FROM claimed"  # noqa: S608
-    columns = ", ".join(quote(f.column) for f in fields)
-    return (
-        f"WITH claimed AS ({claim_sql} RETURNING 1) "
-        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) " + " UNION ALL ".join([one] * count)
-    )
+    # Identifiers and column types from the models' metadata; every value is a parameter. Each
+    # write selects from `claimed`: when the claim inserts nothing, so does every write.
+    writes = [f"claimed AS ({claim_sql} RETURNING 1)"]
+    for i, (model, count) in enumerate(inserts):
+        fields = _fields_of(model, conn)
+        columns = ", ".join(quote(f.column) for f in fields)
+        one = "SELECT " + ", ".join(_cast(conn, f) for f in fields) + " FROM claimed"  # noqa: S608
+        rows = " UNION ALL ".join([one] * count)
+        writes.append(f"i{i} AS (INSERT INTO {quote(model._meta.db_table)} ({columns}) {rows} RETURNING 1)")
+    for j, (model, values, where) in enumerate(updates):
+        meta = model._meta
+        table = quote(meta.db_table)
+
+        def column(name: str, meta: Any = meta) -> str:
+            return quote(meta.get_field(name).column)
+
+        def cast(name: str, meta: Any = meta) -> str:
+            return _cast(conn, meta.get_field(name))
+
+        sets = ", ".join(f"{column(n)} = {cast(n)}" for n in values)
+        match = " AND ".join(f"{table}.{column(n)} = {cast(n)}" for n in where)
+        writes.append(f"u{j} AS (UPDATE {table} SET {sets} FROM claimed WHERE {match} RETURNING 1)")  # noqa: S608
+    names = ["claimed"] + [f"i{i}" for i in range(len(inserts))] + [f"u{j}" for j in range(len(updates))]
+    counts = ", ".join(f"(SELECT count(*) FROM {name})" for name in names)  # noqa: S608
+    return "WITH " + ", ".join(writes) + " SELECT " + counts
 
 
-def insert_claiming(instance: models.Model, unique_field: str, rows: Sequence[models.Model]) -> bool:
+def insert_claiming(
+    instance: models.Model,
+    unique_field: str,
+    rows: Sequence[models.Model] = (),
+    updates: Sequence[Update] = (),
+) -> list[int] | None:
     """Claim: INSERT `instance` unless a row with its `unique_field` exists (`insert_unless_conflict`:
     only that unique key decides; a concurrent writer of the same key makes this wait for its
-    commit), and then — only if it was inserted — `rows` (`insert_rows`): True if claimed. On
-    PostgreSQL ONE statement, a data-modifying CTE: the rows are selected from what the claim
-    returned, so a claim that inserted nothing inserted none of them, and the transaction goes on
-    (no error, no savepoint). SQLite: the two inserts in turn (its writers run one at a time)."""
+    commit), and then — only if it was inserted — the new `rows` (of any models: `insert_rows`) and
+    the `updates` (`update_rows`). None if the claim inserted nothing (and then nothing else was
+    written); otherwise the number of rows each update changed.
+
+    On PostgreSQL ONE statement, a data-modifying CTE: every write selects from what the claim
+    returned, so a claim that inserted nothing wrote nothing, and the transaction goes on (no error,
+    no savepoint). Its writes see the statement's one snapshot, so no two of them may touch the
+    same row. SQLite: the statements in turn (its writers run one at a time)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    if conn.vendor != "postgresql" or not rows or len(rows) > MAX_CLAIMED_ROWS:
+    groups = _groups(rows)
+    if conn.vendor != "postgresql" or (not rows and not updates) or len(rows) > MAX_CLAIMED_ROWS:
         if not insert_unless_conflict(instance, unique_field):
-            return False
-        insert_rows(rows)
-        return True
-    model = _one_model(rows)
-    claim_model = type(instance)
-    claim_fields = _insert(claim_model, conn.vendor, (unique_field,))[1]
-    fields = _fields_of(model, conn)
-    sql = memo(
-        ("insert_claiming", claim_model, unique_field, model, len(rows)),
-        lambda c: _claiming_sql(c, claim_model, unique_field, model, len(rows)),
+            return None
+        for group in groups:
+            insert_rows(group)
+        return [update_rows(update) for update in updates]
+    shape: ClaimShape = (
+        type(instance),
+        unique_field,
+        tuple((type(group[0]), len(group)) for group in groups),
+        tuple(update.shape for update in updates),
     )
+    sql = memo(("insert_claiming", shape), lambda c: _claiming_sql(c, shape))
+    claim_fields = _insert(type(instance), conn.vendor, (unique_field,))[1]
     params = _values(instance, claim_fields, conn)
-    for row in rows:
-        params += _values(row, fields, conn)
+    for group in groups:
+        fields = _fields_of(type(group[0]), conn)
+        for row in group:
+            params += _values(row, fields, conn)
+    for update in updates:
+        params += _update_params(update, conn)
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        inserted = cursor.rowcount
-    if inserted == 0:
-        return False
-    if inserted != len(rows):  # cannot happen: every row is selected from the one claimed row
-        raise RuntimeError(f"claimed with {inserted} of {len(rows)} rows")
+        claimed, *counts = cursor.fetchone()
+    if not claimed:
+        return None
+    inserted, updated = counts[: len(groups)], counts[len(groups) :]
+    if inserted != [len(group) for group in groups]:  # cannot be: each row selects the claimed row
+        raise RuntimeError(f"claimed with {inserted} of {[len(g) for g in groups]} rows")
     _saved([instance, *rows], conn)
-    return True
+    return updated
