@@ -126,7 +126,7 @@ class LiveRows:
 
     def write(self, entity: str, before: Image | None, image: Image, number: int) -> models.Model | Update:
         """What makes the entity's row hold `image`, written by version `number`: a new row when it
-        had none (`before` is None, read under the claimed version), else an update of its row."""
+        had none (`before`, its exact current image, is None), else an update of its row."""
         where, columns = self.where(entity), self.columns(image, number)
         if before is None:
             return self.model(**where, **columns)
@@ -165,7 +165,8 @@ class EntityStore(Protocol):
 
     def apply(self, entity: str, before: Image | None, image: Image | None, version: VersionRecord) -> None:
         """Make the live state of `entity` equal `image` (None: remove it), written by `version`.
-        `before` is its exact current image (read under the claimed version)."""
+        `before` is its exact current image (read under the claimed version, or with the base
+        version in one statement: the same state once the claim holds)."""
 
 
 @dataclass
