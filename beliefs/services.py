@@ -30,12 +30,11 @@ from beliefs.models import (
 from beliefs.schemas import CHANGES
 from operator_site import versioned
 from operator_site.evidence import GATE, Claim, Confirmation
-from operator_site.lineage import Committed, EntityChange, Image, Lineage
+from operator_site.lineage import Committed, EntityChange, Image, Lineage, LiveRows, LiveStore
 from operator_site.lineage_revert import Reverter
 from operator_site.models import Instruction, Notification, Principal
 from operator_site.proposals import ApprovalEvidence
 from operator_site.refusals import Refusal
-from operator_site.sql import create_row, row_where
 from operator_site.versioned import Grounds, VersionedModel, provenance, provenance_columns, provenance_of
 from operator_site.wording import key_words
 
@@ -66,36 +65,25 @@ def image_of(row: Belief) -> Image:
     }
 
 
-class BeliefStore:
-    """The world model's live entities: one `Belief` row per (kind, key)."""
+def _columns(image: Image, number: int) -> dict[str, Any]:
+    """A belief row's columns (besides its kind and key) for an image written by version `number`."""
+    return {
+        "value": image["value"],
+        "confidence": image["confidence"],
+        "status": image["status"],
+        **provenance_columns(image, number),
+        "updated_at": timezone.now(),
+    }
 
-    def snapshot(self, entity: str) -> Image | None:
-        # Read twice per changed belief on every world-model write (the check, then the pre-image
-        # under the claimed version): the compiled-once lookup. (kind, key) is unique.
-        kind, key = split_entity(entity)
-        row = row_where(Belief, kind=kind, key=key)
-        return image_of(row) if row else None
 
-    def apply(
-        self, entity: str, before: Image | None, image: Image | None, version: WorldModelVersion
-    ) -> None:
-        kind, key = split_entity(entity)
-        if image is None:
-            Belief.objects.filter(kind=kind, key=key).delete()
-            return
-        fields = {
-            "value": image["value"],
-            "confidence": image["confidence"],
-            "status": image["status"],
-            **provenance_columns(image, version.number),
-        }
-        # A belief's row exists exactly when it has an image (a retired belief keeps its row; only
-        # an undo of its creation deletes it), and `before` was read under the claimed version:
-        # a new belief is one INSERT, an existing one one UPDATE.
-        if before is None:
-            create_row(Belief, kind=kind, key=key, **fields)
-        else:
-            Belief.objects.filter(kind=kind, key=key).update(updated_at=timezone.now(), **fields)
+class BeliefStore(LiveStore):
+    """The world model's live entities: one `Belief` row per (kind, key), there exactly when the
+    belief has an image (a retired belief keeps its row; only an undo of its creation deletes it).
+    A write reads its beliefs with the base version in one statement, and writes them with its
+    claim (`operator_site.lineage.LiveRows`)."""
+
+    def __init__(self) -> None:
+        super().__init__(LiveRows(Belief, ("kind", "key"), split_entity, image_of, _columns))
 
 
 WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())
@@ -277,14 +265,15 @@ def update_world_model(
         approval=approval,
         unchanged_since=unchanged_since,
     )
-    draft = WORLD_MODEL.begin(grounds.expected_version)
+    # The base version and the live images of the beliefs it touches, from one snapshot.
+    draft = WORLD_MODEL.begin(grounds.expected_version, entities)
     with WORLD_MODEL.stable(draft):
         if grounds.unchanged_since is not None:  # before anything else: what was shown must still hold
             WORLD_MODEL.refuse_if_touched_since(grounds.unchanged_since, entities)
         planned: list[tuple[ChangeSpec, Image | None, Image]] = []
         unchanged: list[str] = []
         for spec in specs:
-            before = WORLD_MODEL.store.snapshot(spec.entity)
+            before = draft.images[spec.entity]
             after = _planned_image(spec, before, principal, draft.number)
             if _same_content(before, after):
                 unchanged.append(spec.entity)

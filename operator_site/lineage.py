@@ -5,7 +5,7 @@ docs/lineage.md; `operator_site.versioned` builds the rest of a versioned model 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +17,17 @@ from django.utils import timezone
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 from operator_site.refusals import Refusal, VersionConflict
-from operator_site.sql import advisory_xact_lock, insert_unless_conflict, max_value
+from operator_site.sql import (
+    Update,
+    insert_claiming,
+    insert_row,
+    insert_rows,
+    insert_unless_conflict,
+    max_value,
+    read_after_lock,
+    row_where,
+    update_rows,
+)
 
 Image = dict[str, Any]
 
@@ -96,24 +106,79 @@ class ChangeRecord(AppendOnlyModel):
         return f"{self.entity} @ v{self.version_id}"  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class LiveRows:
+    """A store whose every entity is at most one row of `model`: the one whose `fields` equal
+    `key(entity)`, there exactly when the entity has an image (a removed entity's row is deleted).
+    `image(row)` is the row's image, `columns(image, number)` the row's other columns for an image
+    written by version `number`. `LiveStore` reads and writes such rows; a lineage whose store has
+    them (its `live`) reads a write's pre-images with the base version in one statement
+    (`Lineage.begin`) and writes the rows with its claim (`Lineage.commit`)."""
+
+    model: type[models.Model]
+    fields: tuple[str, ...]
+    key: Callable[[str], tuple[Any, ...]]
+    image: Callable[[Any], Image]
+    columns: Callable[[Image, int], dict[str, Any]]
+
+    def where(self, entity: str) -> dict[str, Any]:
+        return dict(zip(self.fields, self.key(entity), strict=True))
+
+    def write(self, entity: str, before: Image | None, image: Image, number: int) -> models.Model | Update:
+        """What makes the entity's row hold `image`, written by version `number`: a new row when it
+        had none (`before`, its exact current image, is None), else an update of its row."""
+        where, columns = self.where(entity), self.columns(image, number)
+        if before is None:
+            return self.model(**where, **columns)
+        return Update(self.model, columns, where)
+
+
+class LiveStore:
+    """An `EntityStore` of `LiveRows` (a new entity is one INSERT, a changed one one UPDATE, a
+    removed one a DELETE), each statement compiled once."""
+
+    def __init__(self, live: LiveRows) -> None:
+        self.live = live
+
+    def snapshot(self, entity: str) -> Image | None:
+        row = row_where(self.live.model, **self.live.where(entity))
+        return None if row is None else self.live.image(row)
+
+    def apply(self, entity: str, before: Image | None, image: Image | None, version: VersionRecord) -> None:
+        if image is None:
+            self.live.model._base_manager.filter(**self.live.where(entity)).delete()
+            return
+        write = self.live.write(entity, before, image, version.number)
+        if isinstance(write, Update):
+            update_rows(write)
+        else:
+            insert_row(write)
+
+
 class EntityStore(Protocol):
-    """How a lineage reads and writes the live state of its entities."""
+    """How a lineage reads and writes the live state of its entities. A store may also have `live`,
+    `LiveRows` (a `LiveStore` has): how its rows are read and written with a version's own
+    statements."""
 
     def snapshot(self, entity: str) -> Image | None:
         """The entity's current image, or None when it does not exist."""
 
     def apply(self, entity: str, before: Image | None, image: Image | None, version: VersionRecord) -> None:
         """Make the live state of `entity` equal `image` (None: remove it), written by `version`.
-        `before` is its exact current image (read under the claimed version)."""
+        `before` is its exact current image (read under the claimed version, or with the base
+        version in one statement: the same state once the claim holds)."""
 
 
 @dataclass
 class Draft:
     """A write in preparation: the version it extends and the number it will get. `claimed` turns
-    true once `commit` holds the number (from then on this transaction is the only writer)."""
+    true once `commit` holds the number (from then on this transaction is the only writer).
+    `images`: the live images of the entities `begin` was given, read in the same statement as
+    `base` (so they are the state of version `base`; None: absent)."""
 
     base: int
     claimed: bool = False
+    images: Mapping[str, Image | None] = field(default_factory=dict)
 
     @property
     def number(self) -> int:
@@ -274,9 +339,8 @@ class Lineage:
         return None
 
     # --- writing ------------------------------------------------------------------------------
-    def begin(self, expected_version: int | None = None) -> Draft:
-        self._queue_writers()
-        current = self.current_version()
+    def begin(self, expected_version: int | None = None, entities: Sequence[str] = ()) -> Draft:
+        current, images = self.read_base(entities)
         if expected_version is not None and expected_version != current:
             raise VersionConflict(
                 reason=(
@@ -286,16 +350,32 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current)
+        return Draft(base=current, images=images)
 
-    def _queue_writers(self) -> None:
-        """On PostgreSQL, writers of this model take turns here, for the rest of their transaction (a
-        transaction-scoped advisory lock), before they read the version to extend. Correctness does
-        not rest on it (the claim in `commit` decides every race); it keeps `retry: true` rare
+    def read_base(self, entities: Sequence[str] = ()) -> tuple[int, dict[str, Image | None]]:
+        """The version a write extends and, when the store reads its rows many at once
+        (`LiveRows`), the live images of `entities` — ONE statement, so one snapshot: they are the
+        state of that version.
+
+        First, on PostgreSQL, writers of this model take turns here, for the rest of their
+        transaction (a transaction-scoped advisory lock), before they read the version to extend:
+        the lock and the read travel as one message, and the read, a statement of its own, sees
+        every writer that held the lock before (`sql.read_after_lock`). Correctness does not rest
+        on the lock (the claim in `commit` decides every race); it keeps `retry: true` rare
         (docs/lineage.md, "Why writers queue anyway"). SQLite's write transactions already run one
         at a time.
         """
-        advisory_xact_lock(f"operator.lineage:{self.version_model._meta.db_table}")
+        lock = f"operator.lineage:{self.version_model._meta.db_table}"
+        live: LiveRows | None = getattr(self.store, "live", None)
+        if live is None or not entities:
+            current, _ = read_after_lock(lock, self.version_model, "number")
+            return current or 0, {}
+        keys = {entity: live.key(entity) for entity in entities}
+        current, rows = read_after_lock(
+            lock, self.version_model, "number", live.model, live.fields, list(keys.values())
+        )
+        by_key = {tuple(getattr(row, name) for name in live.fields): row for row in rows}
+        return current or 0, {entity: _image_or_none(live, by_key.get(key)) for entity, key in keys.items()}
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:
@@ -346,29 +426,67 @@ class Lineage:
             summary=summary[:500],
             **dict(fields or {}),
         )
+        known = draft.images
+        live: LiveRows | None = getattr(self.store, "live", None)
+        if live is not None and images and all(entity in known for entity in images):
+            # Every pre-image was read with the base version, in one statement: they are the state
+            # of version `draft.base`, and once the claim on `draft.number` holds, exactly what this
+            # version supersedes (a writer that changed them would have claimed that number
+            # first). So the change rows and the live rows are written with the claim: one
+            # statement on PostgreSQL, and nothing written if the claim fails.
+            applied = [EntityChange(e, known[e], after) for e, after in images.items() if known[e] != after]
+            writes = [
+                live.write(c.entity, c.before, c.after, draft.number) for c in applied if c.after is not None
+            ]
+            if len(writes) < len(applied):  # a removal: the store deletes it, after the claim
+                writes = []
+            updates = [write for write in writes if isinstance(write, Update)]
+            rows = [self._change_row(version, c) for c in applied]
+            rows += [write for write in writes if not isinstance(write, Update)]
+            updated = insert_claiming(version, "number", rows, updates)
+            if updated is None:
+                raise self._lost(draft)
+            draft.claimed = True
+            if not applied:
+                raise self._nothing_changed()
+            if any(count != 1 for count in updated):  # cannot be: the base showed the row
+                raise RuntimeError(f"{self.label}: an entity's row was not where its pre-image said")
+            if not writes:
+                for change in applied:
+                    self.store.apply(change.entity, change.before, change.after, version)
+            return Committed(version, applied)
         if not insert_unless_conflict(version, "number"):
-            raise VersionConflict(
-                reason=(
-                    f"Another write extended version {draft.base} of the {self.label} first; nothing "
-                    "was written. Re-read it and retry."
-                ),
-                current_version=self.current_version(),
-                based_on=draft.base,
-            )
+            raise self._lost(draft)
         draft.claimed = True
-        applied: list[EntityChange] = []
-        rows = []
+        applied = []
         for entity, after in images.items():
             before = self.store.snapshot(entity)
             if before == after:
                 continue
             self.store.apply(entity, before, after, version)
             applied.append(EntityChange(entity, before, after))
-            rows.append(self.change_model(version=version, entity=entity, before=before, after=after))
-        if not rows:
-            raise Refusal("nothing_changed", f"That would not change the {self.label}; nothing was written.")
-        self.change_model.objects.bulk_create(rows)
+        if not applied:
+            raise self._nothing_changed()
+        insert_rows([self._change_row(version, change) for change in applied])
         return Committed(version, applied)
+
+    def _change_row(self, version: VersionRecord, change: EntityChange) -> ChangeRecord:
+        return self.change_model(
+            version=version, entity=change.entity, before=change.before, after=change.after
+        )
+
+    def _lost(self, draft: Draft) -> VersionConflict:
+        return VersionConflict(
+            reason=(
+                f"Another write extended version {draft.base} of the {self.label} first; nothing "
+                "was written. Re-read it and retry."
+            ),
+            current_version=self.current_version(),
+            based_on=draft.base,
+        )
+
+    def _nothing_changed(self) -> Refusal:
+        return Refusal("nothing_changed", f"That would not change the {self.label}; nothing was written.")
 
     def plan_undo(self, version: VersionRecord) -> Plan:
         if version.number > self.current_version():
@@ -464,6 +582,10 @@ class Lineage:
             summary=summary,
             fields=fields,
         )
+
+
+def _image_or_none(live: LiveRows, row: Any) -> Image | None:
+    return None if row is None else live.image(row)
 
 
 def diff_images(

@@ -80,6 +80,14 @@ def _commands(run: list[str]) -> str:
         # The token; BEGIN; the intent; its event, its decision, its notice; the audit row with
         # COMMIT. Before: eight.
         ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 7),
+        # The token; BEGIN; the queue (advisory lock) and the version with the belief's pre-image
+        # (one message); the version claim with its change row and the belief (one statement);
+        # the audit row with COMMIT. Before the world-model write's own round trips were cut: ten.
+        (
+            "operator_update_world_model",
+            {"changes": [{"op": "add", "kind": "note", "key": "k", "value": "v"}]},
+            5,
+        ),
         # A one-query read: the token, the query, the audit row (one message with its commit).
         ("operator_list_directives", {}, 3),
         # A snapshot read: the token, BEGIN (REPEATABLE READ READ ONLY), the board, the lists and
@@ -100,6 +108,8 @@ def test_round_trips_of_a_call_on_the_wire(
         _call(agent.principal, agent.token, tool, warm)
     if tool == "operator_record_action_intent":
         arguments = {"action": {**arguments["action"], "title": "T2"}}
+    if tool == "operator_update_world_model":
+        arguments = {"changes": [{**arguments["changes"][0], "key": "k2"}]}
     result, runs = flights(_call, agent.principal, agent.token, tool, arguments)
     assert result.is_error is not True, result
     described = [_commands(run) for run in runs]

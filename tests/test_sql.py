@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, models, transaction
+from django.db import DataError, IntegrityError, connection, models, transaction
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -486,6 +486,225 @@ def test_the_packet_binds_every_value_that_is_not_a_constant_of_the_code(agent, 
     (bound,) = [list(p.values()) for text, p in lists if '"goals_task"."id" IN' in text]
     most = reads.LIMITS.lanes * reads.LIMITS.tasks_per_lane
     assert set(bound[-most:]) == set(shown)  # the last placeholders: the ids of `id IN (…)`
+
+
+# --- a versioned model's write (sql/versions.py) ---------------------------------------------------
+def _version(principal: Any, number: int, **extra: Any) -> Any:
+    from beliefs.models import WorldModelVersion
+
+    return WorldModelVersion(
+        number=number, supersedes=number - 1, principal=principal, actor=principal.name, **extra
+    )
+
+
+def _belief(principal: Any, key: str, **extra: Any) -> Any:
+    from beliefs.models import Belief
+
+    values = {
+        "kind": "note",
+        "key": key,
+        "value": "v",
+        "source_principal": principal,
+        "source_name": principal.name,
+        "source_kind": principal.kind,
+        "set_in_version": 1,
+        "last_version": 1,
+        **extra,
+    }
+    return Belief.objects.create(**values)
+
+
+def test_read_after_lock_is_the_orm_maximum_and_rows(agent) -> None:
+    from beliefs.models import Belief, WorldModelVersion
+
+    lock = "operator.test"
+    assert sql.read_after_lock(lock, WorldModelVersion, "number") == (None, [])
+    keys = [("note", "a"), ("note", "b"), ("risk", "a")]
+    assert sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), keys) == (None, [])
+    insert_row(_version(agent.principal, 1))
+    # Floats, nulls, datetimes, foreign keys: every converter matters.
+    _belief(agent.principal, "a", confidence=0.5)
+    _belief(agent.principal, "b", status="retired", evidence_span="said so")
+    _belief(agent.principal, "c")
+    top, rows = sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), keys)
+    assert top == WorldModelVersion.objects.aggregate(m=Max("number"))["m"] == 1
+    expected = Belief.objects.filter(kind="note", key__in=["a", "b"]).order_by("key")
+    assert [_fields(r) for r in sorted(rows, key=lambda r: r.key)] == [_fields(r) for r in expected]
+    assert all(not r._state.adding for r in rows)
+    _, one = sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), [("note", "c")])
+    assert [r.key for r in one] == ["c"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_read_after_lock_is_one_round_trip_holding_the_lock(agent) -> None:
+    from beliefs.models import WorldModelVersion
+
+    held_sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    with transaction.atomic(), CaptureQueriesContext(connection) as seen:
+        sql.read_after_lock("operator.test", WorldModelVersion, "number")
+        statements = len(seen)
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(held_sql)
+                assert cursor.fetchone()[0] == 1
+    assert statements == 1  # PostgreSQL: the lock and the read, one message
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_read_after_the_lock_sees_the_writer_that_held_it(agent) -> None:
+    """The lock and the read travel as one message, but the read is a statement of its own: under
+    READ COMMITTED its snapshot is taken once the lock is granted, so it sees what the writer that
+    held the lock committed (a read folded into the lock's statement would see what was there
+    before the wait)."""
+    import threading
+    import time as clock
+
+    from beliefs.models import Belief, WorldModelVersion
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the queue exists on PostgreSQL only")
+    lock, keys = "operator.test.queue", [("note", "held")]
+    holding, go_on = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), keys)
+                insert_row(_version(agent.principal, 1))
+                _belief(agent.principal, "held", value="written under the lock")
+                holding.set()
+                go_on.wait(timeout=30)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert holding.wait(timeout=30)
+    waited: dict[str, Any] = {}
+
+    def release_soon() -> None:
+        clock.sleep(0.5)
+        waited["released"] = clock.monotonic()
+        go_on.set()
+
+    threading.Thread(target=release_soon).start()
+    with transaction.atomic():
+        top, rows = sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), keys)
+        answered = clock.monotonic()
+    thread.join(timeout=30)
+    assert errors == []
+    assert answered >= waited["released"]  # it queued behind the holder
+    assert top == 1 and [r.value for r in rows] == ["written under the lock"]
+
+
+def test_a_claim_writes_its_rows_and_updates_with_it(agent) -> None:
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
+
+    kept = _belief(agent.principal, "kept", value="old", confidence=0.25)
+    untouched = _fields(_belief(agent.principal, "untouched"))
+    version = _version(agent.principal, 1, summary="first", evidence={"span": "said"})
+    rows = [
+        WorldModelChange(version=version, entity=f"note/{k}", before=before, after={"key": k, "n": [1, 2.5]})
+        for k, before in (("a", None), ("kept", {"key": "kept", "value": "old"}))
+    ]
+    new = Belief(
+        kind="note",
+        key="a",
+        value="new",
+        source_principal=agent.principal,
+        source_name="scout",
+        source_kind="agent",
+        set_in_version=1,
+        last_version=1,
+    )
+    later = timezone.now() + timedelta(minutes=5)
+    changed = sql.Update(
+        Belief,
+        {
+            "value": "new",
+            "confidence": None,
+            "evidence_span": "x" * 300,
+            "last_version": 1,
+            "updated_at": later,
+        },
+        {"kind": "note", "key": "kept"},
+    )
+    with CaptureQueriesContext(connection) as seen:
+        assert sql.insert_claiming(version, "number", [*rows, new], [changed]) == [1]
+    # PostgreSQL: one statement. SQLite: the claim, each model's rows, the update.
+    assert len(seen) == (1 if connection.vendor == "postgresql" else 4), seen.captured_queries
+    assert not version._state.adding and not new._state.adding
+    assert _fields(WorldModelVersion.objects.get(number=1)) == _fields(version)
+    stored = WorldModelChange.objects.order_by("entity")
+    assert [(c.version_id, c.entity, c.before, c.after) for c in stored] == [
+        (1, r.entity, r.before, r.after) for r in rows
+    ]
+    added = Belief.objects.get(key="a")
+    assert {k: v for k, v in _fields(added).items() if k not in {"id", "updated_at"}} == {
+        k: v for k, v in _fields(new).items() if k not in {"id", "updated_at"}
+    }
+    # What the ORM's update() would have left.
+    Belief.objects.filter(pk=kept.pk).update(value="orm")
+    expected = {**_fields(kept), **{k: v for k, v in changed.values.items()}}
+    assert _fields(Belief.objects.get(pk=kept.pk)) == {**expected, "value": "orm"}
+    assert _fields(Belief.objects.get(key="untouched")) == untouched
+    assert sql.update_rows(changed) == 1
+    assert sql.update_rows(sql.Update(Belief, {"value": "x"}, {"kind": "note", "key": "absent"})) == 0
+
+
+def test_a_lost_claim_writes_nothing_and_the_transaction_goes_on(agent) -> None:
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
+
+    _belief(agent.principal, "kept", value="old")
+    with transaction.atomic():
+        assert sql.insert_claiming(_version(agent.principal, 1, summary="winner"), "number") == []
+        loser = _version(agent.principal, 1, summary="loser")
+        row = WorldModelChange(version=loser, entity="note/x", before=None, after={"key": "x"})
+        changed = sql.Update(Belief, {"value": "lost"}, {"kind": "note", "key": "kept"})
+        assert sql.insert_claiming(loser, "number", [row], [changed]) is None
+        assert loser._state.adding and row._state.adding
+        # No error: the transaction is still usable.
+        assert WorldModelVersion.objects.get(number=1).summary == "winner"
+    assert not WorldModelChange.objects.exists()
+    assert Belief.objects.get(key="kept").value == "old"
+
+
+def test_only_the_claimed_key_decides_another_constraint_still_refuses(agent) -> None:
+    from beliefs.models import Belief, WorldModelChange, WorldModelVersion
+
+    insert_row(_version(agent.principal, 1))
+    gapped = WorldModelVersion(number=3, supersedes=1, principal=agent.principal, actor="scout")
+    row = WorldModelChange(version=gapped, entity="note/x", before=None, after={"key": "x"})
+    with pytest.raises(IntegrityError), transaction.atomic():
+        sql.insert_claiming(gapped, "number", [row])
+    assert list(WorldModelVersion.objects.values_list("number", flat=True)) == [1]
+    # A value too long for its column is refused as the ORM's insert refuses it, not cut to fit
+    # (PostgreSQL; SQLite does not check a varchar's length).
+    if connection.vendor == "postgresql":
+        long = WorldModelChange(version=_version(agent.principal, 2), entity="e" * 251, before=None, after={})
+        with pytest.raises(DataError), transaction.atomic():
+            sql.insert_claiming(long.version, "number", [long])
+        too_long = sql.Update(Belief, {"status": "s" * 9}, {"kind": "note", "key": "k"})
+        with pytest.raises(DataError), transaction.atomic():
+            sql.insert_claiming(_version(agent.principal, 2), "number", [], [too_long])
+    assert list(WorldModelVersion.objects.values_list("number", flat=True)) == [1]
+
+
+def test_insert_rows_writes_what_the_orm_reads_back(agent) -> None:
+    rows = [_notice(f"k{i}", f"t{i}") for i in range(7)]
+    with CaptureQueriesContext(connection) as seen:
+        sql.insert_rows(rows)
+    assert len(seen) == 1
+    stored = list(Notification.objects.order_by("id"))
+    assert [(n.dedupe_key, n.title) for n in stored] == [(r.dedupe_key, r.title) for r in rows]
+    assert all(not r._state.adding for r in rows)
+    sql.insert_rows([])  # nothing to write: no statement
+    with pytest.raises(TypeError):
+        sql.insert_rows([_notice("z"), Principal(name="p", kind="agent")])
 
 
 # --- no private internals ---------------------------------------------------------------------------

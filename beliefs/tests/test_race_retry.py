@@ -11,7 +11,7 @@ import pytest
 
 from beliefs.models import Belief, WorldModelVersion
 from beliefs.services import WORLD_MODEL
-from beliefs.tests.helpers import add, run_tool
+from beliefs.tests.helpers import add, run_tool, update
 from operator_site.lineage import Lineage
 from operator_site.models import AuditEvent
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class StaleReads:
-    """Makes the next `n` reads of the current version answer one version too low."""
+    """Makes the next `n` reads of a write's base version answer one version too low."""
 
     def __init__(self) -> None:
         self.left = 0
@@ -30,17 +30,17 @@ class StaleReads:
 
 @pytest.fixture
 def stale_reads(monkeypatch: Any) -> StaleReads:
-    real = Lineage.current_version
+    real = Lineage.read_base
     reads = StaleReads()
 
-    def current_version(self: Lineage) -> int:
-        value = real(self)
+    def read_base(self: Lineage, entities: Any = ()) -> tuple[int, Any]:
+        value, images = real(self, entities)
         if reads.left and value > 0:
             reads.left -= 1
-            return value - 1
-        return value
+            return value - 1, images
+        return value, images
 
-    monkeypatch.setattr(Lineage, "current_version", current_version)
+    monkeypatch.setattr(Lineage, "read_base", read_base)
     return reads
 
 
@@ -75,3 +75,17 @@ def test_a_pinned_conflict_goes_back_to_the_caller(agent: Any) -> None:
     )
     assert answer["ok"] is False and answer["error"] == "version_conflict" and answer["retry"] is True
     assert not Belief.objects.filter(key="b").exists()
+
+
+def test_a_lost_claim_of_an_update_leaves_the_belief_as_it_was(agent: Any, stale_reads: StaleReads) -> None:
+    """The claim carries the version's writes (one statement on PostgreSQL): when it loses, the
+    belief's update and the change row are not written either."""
+    assert run_tool(agent.principal, "operator_update_world_model", {"changes": [add("note", "a", "1")]})[
+        "ok"
+    ]
+    stale_reads.next(1)
+    answer = run_tool(agent.principal, "operator_update_world_model", {"changes": [update("note", "a", "2")]})
+    assert answer["ok"] is False and answer["retry"] is True and answer["error"] == "version_conflict"
+    assert Belief.objects.get(key="a").value == "1"
+    assert WORLD_MODEL.change_model.objects.count() == 1
+    assert list(WorldModelVersion.objects.values_list("number", flat=True)) == [1]

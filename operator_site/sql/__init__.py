@@ -59,10 +59,18 @@ from operator_site.sql.snapshots import (
     read_snapshot,
     reset_sequences,
 )
+from operator_site.sql.versions import (
+    Update,
+    insert_claiming,
+    insert_rows,
+    read_after_lock,
+    update_rows,
+)
 
 __all__ = [
     "Param",
     "Rows",
+    "Update",
     "advisory_xact_lock",
     "capped_figures",
     "compiled",
@@ -70,8 +78,10 @@ __all__ = [
     "create_row",
     "export_snapshot",
     "insert_async_commit",
+    "insert_claiming",
     "insert_raw",
     "insert_row",
+    "insert_rows",
     "insert_unless_conflict",
     "instances",
     "lock_key",
@@ -80,6 +90,7 @@ __all__ = [
     "ping",
     "principal_and_count",
     "probe",
+    "read_after_lock",
     "read_many",
     "read_snapshot",
     "reset_sequences",
@@ -87,5 +98,6 @@ __all__ = [
     "rows_where",
     "take_budget_slot",
     "tuples",
+    "update_rows",
     "write_transaction",
 ]
