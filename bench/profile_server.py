@@ -8,7 +8,14 @@ takes a closed loop of calls at the given concurrency while `py-spy record --for
 it; the summary lists the functions holding the most samples, inclusive (the share of calls'
 time under them) and self. py-spy is a PyPI package (`pip install py-spy`); it is not a
 dependency of the project, so its path is an argument. Needs ptrace (root, or
-kernel.yama.ptrace_scope=0).
+kernel.yama.ptrace_scope=0). `--idle` keeps samples of threads waiting (on the database, the
+event loop's select): by default only threads running Python are counted.
+
+On PostgreSQL, when the server has `pg_stat_statements` loaded (`shared_preload_libraries`; it
+needs a restart, so the benchmark never changes it itself), the database's side is printed too:
+every statement of the profiled calls with its calls per tool call, mean execution time and share
+of the database's time (the extension is created in the scratch database and its counters reset
+before the measured load).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadgen import run_load
@@ -51,6 +59,45 @@ def summarize(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
+class StatementStats:
+    """The database's side of a profile, from pg_stat_statements when the server has it loaded."""
+
+    def __init__(self, database_url: str) -> None:
+        import psycopg
+
+        self.database = urlsplit(database_url).path.lstrip("/")
+        self.conn = psycopg.connect(database_url, autocommit=True)
+        loaded = self.conn.execute("SHOW shared_preload_libraries").fetchone()[0]
+        self.available = "pg_stat_statements" in loaded
+        if self.available:
+            self.conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    def reset(self) -> None:
+        if self.available:
+            self.conn.execute("SELECT pg_stat_statements_reset()")
+
+    def report(self, calls: int, top: int = 15) -> str:
+        if not self.available:
+            return "pg_stat_statements: not loaded on this server (shared_preload_libraries); skipped"
+        rows = self.conn.execute(
+            "SELECT s.calls, s.mean_exec_time, s.total_exec_time, s.total_plan_time, s.query "
+            "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+            "WHERE d.datname = %s ORDER BY s.total_exec_time DESC",
+            [self.database],
+        ).fetchall()
+        total = sum(r[2] + r[3] for r in rows) or 1.0
+        lines = [
+            f"pg_stat_statements ({calls} tool calls): database time per tool call "
+            f"{total / max(calls, 1):.3f} ms (execution and planning)",
+            "  per call   mean ms   share  statement",
+        ]
+        for count, mean, exec_ms, plan_ms, query in rows[:top]:
+            text = " ".join(query.split())[:110]
+            share = 100 * (exec_ms + plan_ms) / total
+            lines.append(f"  {count / max(calls, 1):8.2f} {mean:9.3f} {share:6.1f} %  {text}")
+        return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -61,6 +108,7 @@ def main() -> None:
     parser.add_argument("--database-url", help="PostgreSQL (a sibling database is used); SQLite without")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--idle", action="store_true", help="count waiting threads' samples too")
     opts = parser.parse_args()
 
     url = sibling_database(opts.database_url, "_profile") if opts.database_url else None
@@ -82,6 +130,9 @@ def main() -> None:
                 check=strict_check,
             )
         )
+        statements = StatementStats(url) if url else None
+        if statements:
+            statements.reset()
         with tempfile.TemporaryDirectory() as tmp:
             raw = Path(tmp) / "profile.txt"
             spy = subprocess.Popen(
@@ -100,6 +151,7 @@ def main() -> None:
                     "500",
                     "--nonblocking",
                     "--threads",
+                    *(["--idle"] if opts.idle else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -121,6 +173,9 @@ def main() -> None:
                 f"{result.rps:.0f} req/s, {result.errors} errors"
             )
             print(summarize(raw, opts.top))
+            if statements:
+                print()
+                print(statements.report(result.requests + result.errors))
     finally:
         op.close()
 
