@@ -1,6 +1,6 @@
 """The performance issue's one benchmark: anchors, the operator's tools, growth and memory, one run.
 
-    .venv/bin/python bench/perf.py                     # the full run, about 9 minutes on 2 cores
+    .venv/bin/python bench/perf.py                     # the full run, 6-9 minutes on 2 cores
     .venv/bin/python bench/perf.py --quick             # a smoke run (tiny sizes, 2 short rounds)
     .venv/bin/python bench/perf.py --json out.json --database-url postgres://postgres@127.0.0.1:5432/x
 
@@ -134,7 +134,7 @@ class Plan:
     memory_max_seconds: float  # a bound on the memory section, whatever the server's speed
 
 
-FULL = Plan(2.5, 0.5, 3, 0.75, 0.1, 3, 1.5, 100_000, 1_000_000, 500, 10_000, 4, 240.0)
+FULL = Plan(2.5, 0.5, 5, 0.5, 0.1, 3, 1.0, 100_000, 1_000_000, 500, 10_000, 4, 240.0)
 QUICK = Plan(0.5, 0.2, 2, 0.3, 0.1, 1, 0.5, 10_000, 50_000, 100, 1_000, 4, 60.0)
 
 
