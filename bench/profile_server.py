@@ -159,7 +159,7 @@ def main() -> None:
             result = asyncio.run(
                 run_load(
                     op.url,
-                    body,
+                    body_for(opts.tool),  # new arguments: a repeated write is refused, not measured
                     concurrency=opts.concurrency,
                     seconds=opts.seconds,
                     warmup_s=0,
