@@ -22,6 +22,7 @@ Every refusal in 2b is audited too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -186,30 +187,15 @@ def _run_in_transaction(
     outcome = AuditEvent.Outcome.ERROR  # what the metrics count this call as (set by each branch)
     try:
         after = _audit_after(spec)
+        audit_ok = functools.partial(
+            _write_audit, call.principal, spec.name, AuditEvent.Outcome.OK, "", started, args_digest, claimed
+        )
         with _unit(spec) as last:
             result = spec.fn(call, args)
             if not after:
-                _write_audit(
-                    call.principal,
-                    spec.name,
-                    AuditEvent.Outcome.OK,
-                    "",
-                    started,
-                    args_digest,
-                    claimed,
-                    insert=last,
-                )
+                audit_ok(insert=last)
         if after:
-            _write_audit(
-                call.principal,
-                spec.name,
-                AuditEvent.Outcome.OK,
-                "",
-                started,
-                args_digest,
-                claimed,
-                durable=False,
-            )
+            audit_ok(durable=False)
         outcome = AuditEvent.Outcome.OK
         return envelope(result)
     except Refusal as refusal:
@@ -360,11 +346,15 @@ async def dispatch(
         return envelope(internal_error(error_id), is_error=True)
 
 
+def _principal_of(caller: Principal | Presented) -> Principal:
+    """The principal served: a presented token is admitted first (raises NotAdmitted)."""
+    return admit(caller.token) if isinstance(caller, Presented) else caller
+
+
 def _audit_failure(
     spec: ToolSpec, caller: Principal | Presented, started: float, args_digest: str, claimed: Any
 ) -> None:
-    principal = admit(caller.token) if isinstance(caller, Presented) else caller
-    call = ToolCall(principal=principal, tool=spec)
+    call = ToolCall(principal=_principal_of(caller), tool=spec)
     _guarded_audit(call, spec, AuditEvent.Outcome.ERROR, "internal_error", started, args_digest, claimed)
 
 
@@ -378,8 +368,9 @@ def _serve_call(
     claimed: Any,
 ) -> CallToolResult:
     """The call's one unit of database work: admit a presented token (its own statement and
-    transaction, before anything else; raises NotAdmitted), then the call."""
-    principal = admit(caller.token) if isinstance(caller, Presented) else caller
+    transaction, before anything else; raises NotAdmitted), then the call; whatever it raises is an
+    audited internal_error."""
+    principal = _principal_of(caller)
     try:
         return _call(spec, principal, args, fields, started, args_digest, claimed)
     except Exception:
@@ -390,16 +381,10 @@ def _serve_call(
 
 
 def _call(
-    spec: ToolSpec,
-    principal: Principal,
-    args: Any,
-    fields: list[dict[str, str]] | None,
-    started: float,
-    args_digest: str,
-    claimed: Any,
+    spec: ToolSpec, principal: Principal, args: Any, fields: Any, started: float, digest: str, claimed: Any
 ) -> CallToolResult:
     if not principal.may_call(spec.name):
-        _refuse_before_dispatch(principal, spec.name, "tool_not_allowed", started, args_digest, claimed)
+        _refuse_before_dispatch(principal, spec.name, "tool_not_allowed", started, digest, claimed)
         metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         return envelope(
             {
@@ -413,7 +398,7 @@ def _call(
         )
 
     if fields is not None:
-        _refuse_before_dispatch(principal, spec.name, "invalid_arguments", started, args_digest, claimed)
+        _refuse_before_dispatch(principal, spec.name, "invalid_arguments", started, digest, claimed)
         metrics.observe_call(spec.name, AuditEvent.Outcome.REFUSED, started)
         reason = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
         return envelope(
@@ -431,4 +416,4 @@ def _call(
         args.actor = principal.name
 
     call = ToolCall(principal=principal, tool=spec, claimed_actor=None if claimed is _MISSING else claimed)
-    return _run_in_transaction(spec, call, args, started, args_digest, claimed)
+    return _run_in_transaction(spec, call, args, started, digest, claimed)
