@@ -17,12 +17,11 @@ from operator_site.sql.rows import ASYNC_COMMIT_BEGIN
 @contextmanager
 def read_snapshot() -> Iterator[None]:
     """One snapshot for a read of several queries, so its counts and lists agree under concurrent
-        writes. On PostgreSQL: one read-only REPEATABLE READ transaction — psycopg opens it with a single
-        `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
-        attributes), sent with the first query (`flights.begin_with_first_statement`), so the price is
-    the COMMIT. On SQLite a transaction already is
-        one snapshot. Inside a caller's transaction there is nothing to open (its isolation is the
-        caller's)."""
+    writes. On PostgreSQL: one read-only REPEATABLE READ transaction, opened by psycopg's own
+    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
+    attributes; a round trip before the first query), and ended by the COMMIT that carries the
+    read's audit row (`LastRow`). On SQLite a transaction already is one snapshot. Inside a
+    caller's transaction there is nothing to open (its isolation is the caller's)."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         with transaction.atomic():
             yield
