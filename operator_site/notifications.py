@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -144,6 +145,12 @@ def notify(
 
 # --- delivering ----------------------------------------------------------------------------------
 _kicker: ThreadPoolExecutor | None = None
+# Whether a delivery run is queued and has not started. A run reads what is due when it starts, so
+# a commit while one waits needs no run of its own: the waiting one will see its notices. Under
+# load this turns one run per notice (each reading what is held, what is due, what is overdue)
+# into one run per burst; nothing waits longer than it would have.
+_kick_lock = threading.Lock()
+_kick_queued = False
 
 
 def request_delivery() -> None:
@@ -158,13 +165,21 @@ def request_delivery() -> None:
     if mode == "sync":
         deliver_due()
         return
-    global _kicker
-    if _kicker is None:
-        _kicker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="operator-notify")
-    _kicker.submit(_deliver_in_thread)
+    global _kicker, _kick_queued
+    with _kick_lock:
+        if _kick_queued:
+            return  # the run that is waiting starts after this commit, and sees its notices
+        if _kicker is None:
+            _kicker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="operator-notify")
+        _kicker.submit(_deliver_in_thread)  # raises (at shutdown) before the flag is set
+        _kick_queued = True
 
 
 def _deliver_in_thread() -> None:
+    global _kick_queued
+    with _kick_lock:
+        # From here on a commit queues a run of its own: this one may have read what is due already.
+        _kick_queued = False
     close_old_connections()
     try:
         deliver_due()

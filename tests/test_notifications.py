@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -332,3 +333,75 @@ def test_a_notice_that_no_longer_applies_is_withdrawn_not_delivered(agent) -> No
     assert notifications.withdraw(dedupe_key="intent:8", reason="too late") is False  # already out
     delivered.refresh_from_db()
     assert delivered.state == "delivered"
+
+
+# --- the background kick: one waiting run serves every commit before it starts -----------------------
+def _wait_for(condition: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+@pytest.fixture
+def background(settings, monkeypatch):
+    """Background delivery, with the kick's state as at start-up (and left as found)."""
+    settings.OPERATOR_DELIVERY = "background"
+    monkeypatch.setattr(notifications, "_kick_queued", False)
+    yield
+    assert _wait_for(lambda: not notifications._kick_queued), "a queued run never started"
+
+
+def test_kicks_while_a_run_waits_are_coalesced_and_none_is_lost(background, monkeypatch) -> None:
+    runs: list[int] = []
+    running, release = threading.Event(), threading.Event()
+
+    def deliver_due() -> None:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            running.set()
+            release.wait(10)
+
+    monkeypatch.setattr(notifications, "deliver_due", deliver_due)
+    notifications.request_delivery()
+    assert running.wait(10)
+    # The first run has read what is due: a commit now needs a run after it — one, however many
+    # commits come while it waits.
+    for _ in range(5):
+        notifications.request_delivery()
+    assert notifications._kick_queued and runs == [1]
+    release.set()
+    assert _wait_for(lambda: runs == [1, 2] and not notifications._kick_queued)
+    time.sleep(0.05)
+    assert runs == [1, 2]
+    # With nothing waiting, the next commit queues a run of its own.
+    notifications.request_delivery()
+    assert _wait_for(lambda: runs == [1, 2, 3])
+
+
+def test_a_kick_that_cannot_be_queued_leaves_the_next_one_free(background, monkeypatch) -> None:
+    class Closed:
+        def submit(self, fn: Any) -> None:
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(notifications, "_kicker", Closed())
+    with pytest.raises(RuntimeError):
+        notifications.request_delivery()
+    assert notifications._kick_queued is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_notice_of_a_burst_is_delivered_in_the_background(background) -> None:
+    """End to end on the real delivery thread: a burst of commits, each kicking; every notice goes
+    out, whichever run picks it up."""
+    for i in range(12):
+        with transaction.atomic():
+            notifications.notify(kind="approval_request", title=f"burst {i}", dedupe_key=f"burst:{i}")
+
+    def settled() -> bool:
+        return not Notification.objects.filter(state__in=["pending", "sending"]).exists()
+
+    assert _wait_for(settled), list(Notification.objects.values_list("state", flat=True))
+    assert Notification.objects.filter(state="delivered").count() == 12
