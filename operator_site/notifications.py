@@ -151,6 +151,7 @@ _kicker: ThreadPoolExecutor | None = None
 # into one run per burst; nothing waits longer than it would have.
 _kick_lock = threading.Lock()
 _kick_queued = False
+MAX_RUNS_PER_KICK = 25
 
 
 def request_delivery() -> None:
@@ -182,7 +183,12 @@ def _deliver_in_thread() -> None:
         _kick_queued = False
     close_old_connections()
     try:
-        deliver_due()
+        # A run takes at most `limit` notices; one that took that many may have left some due (a
+        # burst bigger than a run, every commit of it served by this one run): run again — a
+        # bounded number of times (notices that stay due whatever happens are the ticks' to retry).
+        for _ in range(MAX_RUNS_PER_KICK):
+            if not deliver_due().more:
+                break
     except Exception:  # the thread must not die; the next tick retries whatever is left
         logger.exception("background delivery failed")
     finally:
@@ -198,6 +204,7 @@ class DeliveryReport:
     coalesced: list[int] = field(default_factory=list)
     undeliverable: list[int] = field(default_factory=list)
     escalated: list[int] = field(default_factory=list)
+    more: bool = False  # the run took as many due notices as it may: more may be due
 
     def as_dict(self) -> dict[str, list[int]]:
         report = {
@@ -223,8 +230,11 @@ def deliver_due(now: datetime | None = None, limit: int = 200) -> DeliveryReport
     now = now or timezone.now()
     report = DeliveryReport(released=release_held(now))
     due = _due(now)
-    ids = Notification.objects.filter(due).order_by("-safety", "id").values_list("id", flat=True)[:limit]
-    for notice_id in list(ids):
+    ids = list(
+        Notification.objects.filter(due).order_by("-safety", "id").values_list("id", flat=True)[:limit]
+    )
+    report.more = len(ids) == limit
+    for notice_id in ids:
         try:
             # Called inside a transaction (a test, a script), a savepoint keeps a database error of
             # one notice from spoiling the rest; in autocommit each statement stands on its own.

@@ -405,3 +405,25 @@ def test_every_notice_of_a_burst_is_delivered_in_the_background(background) -> N
 
     assert _wait_for(settled), list(Notification.objects.values_list("state", flat=True))
     assert Notification.objects.filter(state="delivered").count() == 12
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_bigger_than_one_run_is_all_delivered_by_one_kick(background, settings, monkeypatch) -> None:
+    """One kick serves a whole burst: a run that took as many notices as it may runs again."""
+    runs: list[int] = []
+    real = notifications.deliver_due
+
+    def small_runs() -> Any:
+        report = real(limit=5)
+        runs.append(len(report.delivered))
+        return report
+
+    monkeypatch.setattr(notifications, "deliver_due", small_runs)
+    settings.OPERATOR_DELIVERY = "off"  # commit the burst without kicking
+    for i in range(12):
+        with transaction.atomic():
+            notifications.notify(kind="approval_request", title=f"big {i}", dedupe_key=f"big:{i}")
+    settings.OPERATOR_DELIVERY = "background"
+    notifications.request_delivery()  # one kick
+    assert _wait_for(lambda: Notification.objects.filter(state="delivered").count() == 12)
+    assert runs == [5, 5, 2]
