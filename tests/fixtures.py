@@ -244,3 +244,11 @@ async def orm(fn: Callable[..., Any], *args: Any) -> Any:
                 connection.close()
 
     return await anyio.to_thread.run_sync(run)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, every: float = 0.02) -> None:
+    """Poll `predicate` until it holds; fail the test, naming `what`, if it does not in `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)

@@ -8,6 +8,7 @@ import hmac
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +21,7 @@ from django.utils import timezone
 from intents.directives import clear_directives, set_directive
 from operator_site import notifications, revert_links
 from operator_site.models import Notification, Principal
+from tests.fixtures import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -336,33 +338,29 @@ def test_a_notice_that_no_longer_applies_is_withdrawn_not_delivered(agent) -> No
 
 
 # --- the background kick: one waiting run serves every commit before it starts -----------------------
-def _wait_for(condition: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
-
-
 @pytest.fixture
 def background(settings, monkeypatch):
     """Background delivery, with the kick's state as at start-up (and left as found)."""
     settings.OPERATOR_DELIVERY = "background"
     monkeypatch.setattr(notifications, "_kick_queued", False)
     yield
-    assert _wait_for(lambda: not notifications._kick_queued), "a queued run never started"
+    wait_until(lambda: not notifications._kick_queued, 10, "a queued run to start")
+    # And until the delivery thread is idle (one worker: a no-op queued now runs after every run),
+    # so no run of this test outlives it.
+    if isinstance(notifications._kicker, ThreadPoolExecutor):
+        notifications._kicker.submit(lambda: None).result(10)
 
 
 def test_kicks_while_a_run_waits_are_coalesced_and_none_is_lost(background, monkeypatch) -> None:
     runs: list[int] = []
     running, release = threading.Event(), threading.Event()
 
-    def deliver_due() -> None:
+    def deliver_due() -> notifications.DeliveryReport:
         runs.append(len(runs) + 1)
         if len(runs) == 1:
             running.set()
             release.wait(10)
+        return notifications.DeliveryReport()
 
     monkeypatch.setattr(notifications, "deliver_due", deliver_due)
     notifications.request_delivery()
@@ -373,12 +371,12 @@ def test_kicks_while_a_run_waits_are_coalesced_and_none_is_lost(background, monk
         notifications.request_delivery()
     assert notifications._kick_queued and runs == [1]
     release.set()
-    assert _wait_for(lambda: runs == [1, 2] and not notifications._kick_queued)
+    wait_until(lambda: runs == [1, 2] and not notifications._kick_queued, 10, "the second run")
     time.sleep(0.05)
     assert runs == [1, 2]
     # With nothing waiting, the next commit queues a run of its own.
     notifications.request_delivery()
-    assert _wait_for(lambda: runs == [1, 2, 3])
+    wait_until(lambda: runs == [1, 2, 3], 10, "a third run")
 
 
 def test_a_kick_that_cannot_be_queued_leaves_the_next_one_free(background, monkeypatch) -> None:
@@ -403,7 +401,7 @@ def test_every_notice_of_a_burst_is_delivered_in_the_background(background) -> N
     def settled() -> bool:
         return not Notification.objects.filter(state__in=["pending", "sending"]).exists()
 
-    assert _wait_for(settled), list(Notification.objects.values_list("state", flat=True))
+    wait_until(settled, 10, "every notice of the burst to be delivered")
     assert Notification.objects.filter(state="delivered").count() == 12
 
 
@@ -425,5 +423,5 @@ def test_a_burst_bigger_than_one_run_is_all_delivered_by_one_kick(background, se
             notifications.notify(kind="approval_request", title=f"big {i}", dedupe_key=f"big:{i}")
     settings.OPERATOR_DELIVERY = "background"
     notifications.request_delivery()  # one kick
-    assert _wait_for(lambda: Notification.objects.filter(state="delivered").count() == 12)
+    wait_until(lambda: Notification.objects.filter(state="delivered").count() == 12, 10, "12 delivered")
     assert runs == [5, 5, 2]

@@ -39,7 +39,7 @@ from runs.lock import start_run
 from runs.models import Run
 from tests import brain_server
 from tests.brain_server import OUTSIDE_EVERY_LIST, DripFeedServer, ListeningSocket, running_brain
-from tests.fixtures import ROOT, database_url_of_this_run
+from tests.fixtures import ROOT, database_url_of_this_run, wait_until
 
 BRAIN_TOKEN = "brain-secret-token"
 
@@ -515,13 +515,6 @@ def _subprocess_env(brain_url: str) -> dict[str, str]:
     }
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_crash_after_the_brain_call_never_leads_to_a_second_call(
     settings: Any, make_intent: Callable[..., Intent]
@@ -539,7 +532,7 @@ def test_a_crash_after_the_brain_call_never_leads_to_a_second_call(
             stderr=subprocess.PIPE,
         )
         try:
-            _wait_for(lambda: len(stalling.calls) == 1, 60, "the executor's brain call")
+            wait_until(lambda: len(stalling.calls) == 1, 60, "the executor's brain call", every=0.05)
         finally:
             process.kill()
             process.wait(timeout=20)
@@ -578,7 +571,7 @@ def test_sigterm_mid_call_fails_the_intent_at_once_and_cancels_the_run(
             stderr=subprocess.PIPE,
         )
         try:
-            _wait_for(lambda: len(stalling.calls) == 1, 60, "the executor's brain call")
+            wait_until(lambda: len(stalling.calls) == 1, 60, "the executor's brain call", every=0.05)
             started = time.monotonic()
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=20)
