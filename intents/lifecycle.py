@@ -36,7 +36,7 @@ from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
 from operator_site.refusals import Refusal
-from operator_site.sql import create_row, insert_unless_conflict
+from operator_site.sql import create_row, insert_unless_conflict, insert_with_commit
 
 logger = logging.getLogger("operator.intents")
 
@@ -165,17 +165,21 @@ def log_event(
     data: dict[str, Any] | None = None,
     now: datetime | None = None,
 ) -> None:
-    create_row(
-        IntentEvent,
-        intent=intent,
-        event=event,
-        from_status=from_status,
-        to_status=to_status,
-        by=by,
-        via=via,
-        note=note,
-        data=data,
-        created_at=now or timezone.now(),
+    """Append a row to the intent's history. Nothing in a call reads its history back (the admin
+    shows it), so on PostgreSQL the row travels with the call's last message
+    (`sql.insert_with_commit`), in the same transaction."""
+    insert_with_commit(
+        IntentEvent(
+            intent=intent,
+            event=event,
+            from_status=from_status,
+            to_status=to_status,
+            by=by,
+            via=via,
+            note=note,
+            data=data,
+            created_at=now or timezone.now(),
+        )
     )
 
 
@@ -310,6 +314,7 @@ def record_intent(
             dedupe_key=f"intent-blocked:{intent.id}",
             safety=True,  # never held by a directive: the agent it is about could set one
             source=principal,  # the per-agent backstop (operator_site.notifications)
+            with_commit=True,  # about the intent this call created: no notice has its key yet
         )
     return intent, True
 
@@ -358,6 +363,8 @@ def notify_approval_request(intent: Intent, decision: Decision) -> None:
         topic=intent.topic,
         subject_kind="",  # not revertible: nothing has happened yet
         dedupe_key=f"intent:{intent.id}",
+        # Asked once, when the intent is recorded (record_intent): no notice has its key yet.
+        with_commit=True,
     )
 
 

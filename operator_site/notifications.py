@@ -73,7 +73,7 @@ from operator_site.notice_channels import (
     webhook_payload,
 )
 from operator_site.revert_links import revert_url
-from operator_site.sql import create_row, insert_unless_conflict, take_budget_slot
+from operator_site.sql import create_row, insert_unless_conflict, insert_with_commit, take_budget_slot
 
 logger = logging.getLogger("operator.notifications")
 
@@ -105,6 +105,7 @@ def notify(
     dedupe_key: str | None = None,
     source: Principal | None = None,
     acknowledged_by: Principal | None = None,
+    with_commit: bool = False,
 ) -> tuple[Notification, bool]:
     """Record a notice in the current transaction; returns (notice, created).
 
@@ -116,6 +117,12 @@ def notify(
     `acknowledged_by` (a human principal): the notice reports that person's own action (their undo,
     restore or change), so the action itself acknowledges it — it is still delivered (a stolen
     session or token is how the person would learn of it), but it does not wait in "Needs you".
+
+    `with_commit=True`: the notice is about a row this transaction created (its dedupe key names
+    that row, so no notice can hold the key yet) and nothing in the call reads it back. It is
+    inserted with the call's last message (`sql.insert_with_commit`: the same transaction, one
+    round trip fewer on PostgreSQL; the unique key still decides); returns it (its id unset until
+    then) and True.
     """
     if acknowledged_by is not None and not acknowledged_by.is_human:
         raise ValueError("only a person acknowledges a notice")
@@ -131,7 +138,10 @@ def notify(
         "acknowledged_by_id": acknowledged_by.pk if acknowledged_by is not None else None,
         "acknowledged_at": timezone.now() if acknowledged_by is not None else None,
     }
-    if dedupe_key is not None:
+    if with_commit:
+        notice = Notification(dedupe_key=dedupe_key, **values)
+        insert_with_commit(notice, unless_conflict_on=("dedupe_key",) if dedupe_key is not None else ())
+    elif dedupe_key is not None:
         # No look-up first: the unique key decides (a new notice, the common case, costs one
         # statement; a repeated one reads the existing row after the insert that did nothing).
         notice = Notification(dedupe_key=dedupe_key, **values)

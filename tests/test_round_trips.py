@@ -101,8 +101,10 @@ PINNED = {
     # the change row and the belief one statement on PostgreSQL.
     ("operator_update_world_model", "sqlite"): 5,
     ("operator_update_world_model", PG): 3,
+    # The intent: its history row and its notice go with the audit row and COMMIT on PostgreSQL
+    # (sql.insert_with_commit), one message: 5 until then.
     ("operator_record_action_intent", "sqlite"): 5,
-    ("operator_record_action_intent", PG): 5,
+    ("operator_record_action_intent", PG): 3,
 }
 
 

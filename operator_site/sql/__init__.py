@@ -29,6 +29,7 @@ from operator_site.sql.figures import (
     capped_figures,
 )
 from operator_site.sql.flights import (
+    insert_with_commit,
     write_transaction,
 )
 from operator_site.sql.locks import (
@@ -83,6 +84,7 @@ __all__ = [
     "insert_row",
     "insert_rows",
     "insert_unless_conflict",
+    "insert_with_commit",
     "instances",
     "lock_key",
     "max_value",

@@ -179,22 +179,37 @@ def insert_async_commit(instance: M) -> M:
 ASYNC_COMMIT_BEGIN = "BEGIN; SET LOCAL synchronous_commit TO OFF"
 
 
-def send_with_insert(instance: M, *, before: str, after: str, rollback_on_error: bool = False) -> M:
+def send_with_insert(
+    instance: M,
+    *,
+    before: str,
+    after: str,
+    rollback_on_error: bool = False,
+    rows_before: Sequence[tuple[models.Model, tuple[str, ...]]] = (),
+) -> M:
     """PostgreSQL: INSERT `instance` between the statements `before` and `after` (fixed SQL of the
     seam: transaction control), all in ONE simple-protocol message — one round trip — with the
-    values bound by psycopg on the client; sets the primary key. The server runs the statements in
-    order and stops at the first error, which is raised as Django's. `rollback_on_error`: when the
-    message opened the transaction itself, roll it back on an error (inside Django's atomic(),
-    Django does)."""
+    values bound by psycopg on the client; sets the primary key. `rows_before`: rows inserted in
+    the same message just before it (each with the fields of the unique key that decides it, or ()
+    for a plain insert; no primary key is read back). The server runs the statements in order and
+    stops at the first error, which is raised as Django's. `rollback_on_error`: when the message
+    opened the transaction itself, roll it back on an error (inside Django's atomic(), Django
+    does)."""
     conn = connections[DEFAULT_DB_ALIAS]
     model = type(instance)
     sql, fields = _insert(model, conn.vendor, ())
-    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+    params = []
+    inserts = []
+    for row, unless_conflict_on in rows_before:
+        row_sql, row_fields = _insert(type(row), conn.vendor, unless_conflict_on)
+        inserts.append(row_sql.rsplit(" RETURNING ", 1)[0])
+        params += [f.get_db_prep_save(f.pre_save(row, True), conn) for f in row_fields]
+    params += [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
     conn.ensure_connection()
     raw = psycopg.ClientCursor(conn.connection)
     # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
     cursor = conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
-    leading = [part for part in before.split(";") if part.strip()]
+    leading = [part for part in before.split(";") if part.strip()] + inserts
     with cursor:
         batch = "; ".join([*leading, sql, *([after] if after else [])])
         try:
@@ -207,6 +222,7 @@ def send_with_insert(instance: M, *, before: str, after: str, rollback_on_error:
             for _ in leading:
                 raw.nextset()  # past each leading statement's result to the insert's
             setattr(instance, model._meta.pk.attname, raw.fetchone()[0])
-    instance._state.adding = False
-    instance._state.db = conn.alias
+    for row in [instance, *(row for row, _ in rows_before)]:
+        row._state.adding = False
+        row._state.db = conn.alias
     return instance
