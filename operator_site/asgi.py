@@ -28,6 +28,7 @@ django_application = get_asgi_application()
 
 from operator_site import display  # noqa: E402
 from operator_site.face import registry  # noqa: E402
+from operator_site.face.db import InFlight  # noqa: E402
 from operator_site.face.endpoint import mcp_endpoint  # noqa: E402
 from operator_site.serving import install_access_log_filter  # noqa: E402
 
@@ -69,9 +70,10 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if kind != "http":
         return  # no websockets here
     path = scope["path"]
-    if path in ("/mcp", "/mcp/"):
-        await mcp_endpoint(scope, receive, send)
-    elif path.startswith(_STATIC_PREFIX + "/"):
-        await _serve_static(scope, receive, send)
-    else:
-        await django_application(scope, receive, send)
+    with InFlight():  # how busy this worker is: where its database work runs (face/db.py)
+        if path in ("/mcp", "/mcp/"):
+            await mcp_endpoint(scope, receive, send)
+        elif path.startswith(_STATIC_PREFIX + "/"):
+            await _serve_static(scope, receive, send)
+        else:
+            await django_application(scope, receive, send)

@@ -126,7 +126,8 @@ OPERATOR_DB_THREADS = config.int(
 OPERATOR_DB_INLINE = config.choice(
     "OPERATOR_DB_INLINE",
     "auto",
-    "Run the face's database work on the event-loop thread (auto: SQLite yes, PostgreSQL no). See "
+    "Run the face's database work on the event-loop thread (auto: SQLite always, PostgreSQL while the "
+    "worker serves no other request; true: always; false: never, a database thread). See "
     "operator_site/face/db.py.",
     choices=("auto", "true", "false"),
 )

@@ -74,26 +74,25 @@ def _commands(run: list[str]) -> str:
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
-        # The token and the rate count; BEGIN with the day's lookup (sql.flights.DeferredBegin);
-        # the entry; the audit row with COMMIT. Before sql.flights: six round trips.
-        ("operator_record_progress", {"summary": "s", "outcome": "done"}, 4),
-        # The token; BEGIN with the intent; its decision; its event and its notice with the audit
-        # row and COMMIT (sql.insert_with_commit). Before: eight.
-        ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 4),
-        # The token; BEGIN with the queue (advisory lock) and the version with the belief's
-        # pre-image (one message); the version claim with its change row and the belief (one
-        # statement); the audit row with COMMIT. Before the world-model write's own round trips
-        # were cut: ten.
+        # The token and the rate count; BEGIN; the day's lookup; the entry; the audit row with
+        # COMMIT. Before sql.flights: six round trips.
+        ("operator_record_progress", {"summary": "s", "outcome": "done"}, 5),
+        # The token; BEGIN; the intent; its decision; its event and its notice with the audit row
+        # and COMMIT (sql.insert_with_commit). Before: eight.
+        ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 5),
+        # The token; BEGIN; the queue (advisory lock) and the version with the belief's pre-image
+        # (one message); the version claim with its change row and the belief (one statement);
+        # the audit row with COMMIT. Before the world-model write's own round trips were cut: ten.
         (
             "operator_update_world_model",
             {"changes": [{"op": "add", "kind": "note", "key": "k", "value": "v"}]},
-            4,
+            5,
         ),
         # A one-query read: the token, the query, the audit row (one message with its commit).
         ("operator_list_directives", {}, 3),
-        # A snapshot read: the token, BEGIN (REPEATABLE READ READ ONLY) with the board, the lists
-        # and counts; the snapshot's COMMIT with the audit row in its own transaction. Before: six.
-        ("operator_context_packet", {}, 4),
+        # A snapshot read: the token, BEGIN (REPEATABLE READ READ ONLY), the board, the lists and
+        # counts; the snapshot's COMMIT with the audit row in its own transaction. Before: six.
+        ("operator_context_packet", {}, 5),
     ],
 )
 def test_round_trips_of_a_call_on_the_wire(
@@ -239,118 +238,6 @@ def _audit_row(holder: Any, tool: str = "t") -> AuditEvent:
     return AuditEvent(principal_id=holder.principal.pk, tool=tool, outcome="ok", duration_ms=0.0)
 
 
-# --- the BEGIN with the first statement (sql.flights.DeferredBegin) ----------------------------------
-def _first_flight(block: Callable[[], Any]) -> list[str]:
-    """The first flight `block` sends (the connection is open and idle before it)."""
-    connection.ensure_connection()
-    _, runs = flights(block)
-    return [message.split("\t")[0] + " " + _commands([message]) for message in runs[0]]
-
-
-def test_the_begin_travels_with_the_first_statement_in_one_flight(agent) -> None:
-    def block() -> None:
-        with sql.write_transaction():
-            Principal.objects.filter(pk=agent.principal.pk).update(tools=None)
-
-    first = _first_flight(block)
-    assert first[0] == "Parse BEGIN", first
-    assert any(m.startswith("Parse UPDATE") or m.startswith("Bind") for m in first[1:]), first
-    assert any(m.startswith("Sync") for m in first), first  # one Sync: one round trip
-    snapshot = _first_flight(lambda: _read_in_snapshot())
-    assert snapshot[0] == "Parse BEGIN", snapshot
-
-
-def _read_in_snapshot() -> str:
-    with sql.read_snapshot(), connection.cursor() as cursor:
-        cursor.execute("SHOW transaction_isolation")
-        return cursor.fetchone()[0]
-
-
-def _client_cursor() -> Any:
-    """A cursor that binds on the client, as the seam's multi-statement messages use (and every
-    cursor does with DATABASE_POOL off), wrapped by Django like the seam's."""
-    import psycopg
-
-    connection.ensure_connection()
-    return connection.make_cursor(psycopg.ClientCursor(connection.connection))
-
-
-def test_a_client_bound_first_statement_carries_the_begin_in_its_text(agent) -> None:
-    """Several statements in one simple-protocol message (no pipeline can carry them): the BEGIN
-    is written in front, and the caller reads the results it would have read without it."""
-    captured: list[tuple[Any, Any]] = []
-
-    def block() -> None:
-        with sql.write_transaction(), _client_cursor() as cursor:
-            cursor.execute("SELECT %s; SELECT %s", [1, 2])
-            first = cursor.cursor.fetchone()
-            cursor.cursor.nextset()
-            captured.append((first, cursor.cursor.fetchone()))
-
-    first = _first_flight(block)
-    assert len(first) == 1 and first[0].startswith("Query BEGIN"), first
-    assert captured == [((1,), (2,))]
-
-
-def test_a_client_bound_first_write_is_rolled_back_with_its_block(agent) -> None:
-    """The BEGIN written in front really opened the transaction: the write goes when the block
-    fails (in autocommit it would have stayed)."""
-    before = _progress_rows()
-    day = _a_day()
-    table = ProgressEntry._meta.db_table
-    with pytest.raises(ZeroDivisionError), sql.write_transaction(), _client_cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (summary, outcome, tried, failed, tick, day_id, recorded_by_id, "
-            "run_id, created_at) VALUES ('gone', 'done', '[]', '[]', '', %s, %s, NULL, now())",
-            [day.pk, agent.principal.pk],
-        )
-        1 / 0  # noqa: B018
-    assert _progress_rows() == before
-    assert connection.get_autocommit() and not connection.in_atomic_block
-
-
-def test_a_pipelined_first_write_is_rolled_back_with_its_block(agent) -> None:
-    before = _progress_rows()
-    day = _a_day()
-    with pytest.raises(ZeroDivisionError), sql.write_transaction():
-        sql.create_row(ProgressEntry, summary="gone", outcome="done", day=day, recorded_by=agent.principal)
-        1 / 0  # noqa: B018
-    assert _progress_rows() == before
-
-
-def test_an_error_in_a_client_bound_first_statement_is_djangos_and_rolls_back(agent) -> None:
-    with pytest.raises(DataError), sql.write_transaction(), _client_cursor() as cursor:
-        cursor.execute("SELECT 1/0")
-    assert connection.get_autocommit() and not connection.in_atomic_block
-    assert Principal.objects.filter(pk=agent.principal.pk).exists()
-
-
-def test_executemany_first_gets_its_begin_on_its_own_and_rolls_back(agent) -> None:
-    names = [f"many-{n}" for n in range(3)]
-    table = Principal._meta.db_table
-    with pytest.raises(ZeroDivisionError), sql.write_transaction(), connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {table} SET tools = NULL WHERE name = %s",
-            [[name] for name in names],
-        )
-        Principal.objects.filter(pk=agent.principal.pk).update(name="renamed in the block")
-        1 / 0  # noqa: B018
-    assert Principal.objects.get(pk=agent.principal.pk).name == agent.principal.name
-
-
-def test_a_block_that_sends_nothing_opens_nothing(agent) -> None:
-    connection.ensure_connection()
-    _, runs = flights(_empty_block)
-    assert runs == []
-
-
-def _empty_block() -> None:
-    with sql.write_transaction():
-        pass
-    with sql.read_snapshot():
-        pass
-
-
 # --- rows that go with the COMMIT (sql.insert_with_commit) -------------------------------------------
 def _notice(key: str) -> Any:
     from operator_site.models import Notification
@@ -373,8 +260,8 @@ def test_a_queued_row_travels_with_the_last_message(agent) -> None:
             last(_audit_row(agent))
 
     _, runs = flights(block)
-    # BEGIN with the update; the test's own count; the queued row, the audit row and COMMIT.
-    assert [_commands(run) for run in runs] == ["BEGIN UPDATE", "SELECT", "INSERT"], runs
+    # BEGIN; the update; the test's own count; the queued row, the audit row and COMMIT.
+    assert [_commands(run) for run in runs] == ["BEGIN", "UPDATE", "SELECT", "INSERT"], runs
     (message,) = runs[-1]
     assert "operator_site_notification" in message and message.rstrip().endswith('; COMMIT"'), message
     assert _notices("with-commit") == 1

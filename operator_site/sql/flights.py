@@ -25,21 +25,6 @@ does not commit: it inserts only, and Django rolls back. On SQLite (no round tri
 caller's transaction: `transaction.atomic()` and `insert_row`. tests/test_flights.py counts the
 round trips on the wire and checks answers, errors, rollbacks and hooks against the plain path.
 
-The BEGIN goes with the first statement (`DeferredBegin`). psycopg opens a transaction by sending
-BEGIN on its own and waiting for the answer before the first statement: a round trip that carries
-nothing. (In its pipeline mode it syncs right after its own BEGIN, which saves nothing.) So the
-unit's transaction is opened by the seam instead: once Django's atomic() has begun the block,
-the psycopg connection is put back in autocommit (its public `autocommit`) — psycopg then opens
-nothing itself — and the block's first statement is sent in one pipeline (psycopg's public
-`Connection.pipeline()`) behind the seam's own BEGIN: both in one flight, one Sync, one round trip.
-From there on the connection is in that transaction exactly as if psycopg had opened it: psycopg's
-`commit()` and `rollback()` act on the server's transaction status, not on the autocommit flag
-(COMMIT or ROLLBACK when one is open, nothing when none is), so Django's atomic() commits, rolls
-back and runs its savepoints and on-commit hooks as always, and sets autocommit back on leaving
-the block, as it always does. When `last(row)` is the block's first statement, the BEGIN is
-written into its message. An error in the first statement is raised, translated by Django,
-from the pipeline's Sync; the transaction is then open and in error, and atomic() rolls it back.
-
 Rows nothing in the call reads back go with the COMMIT (`insert_with_commit`): an intent's history
 row, the notice a new intent asks for. Inside a write's unit they are queued and inserted in the
 unit's last message, before its audit row (their values bound on the client like it): in the same
@@ -47,6 +32,12 @@ transaction, so committed or rolled back with everything else, and an error in o
 write's error. A row queued under a savepoint is not queued (the savepoint could be rolled back
 without it): it is inserted at once, as it is outside a unit and on SQLite. A block that ends
 without `last(row)` inserts what it queued before its commit.
+
+Tried and dropped (docs/performance.md): sending the BEGIN in one flight with the first statement
+(psycopg's pipeline mode around both, with the connection in autocommit so that psycopg sends no
+BEGIN of its own). One round trip fewer, but psycopg's pipeline costs more client CPU than the
+round trip it saves on this machine (a loopback round trip is ~35-60 µs here): side by side, no
+tool got faster.
 """
 
 from __future__ import annotations
@@ -56,7 +47,6 @@ from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 
 from operator_site.sql.rows import _execute_insert, insert_async_commit, insert_row, send_with_insert
@@ -70,27 +60,12 @@ class LastRow:
     back (`needs_rollback`), nothing is committed: a write's row is inserted in the transaction (and
     rolled back with it); a read's row (`defer=True`) is inserted after the block, on its own."""
 
-    def __init__(
-        self,
-        conn: Any,
-        stack: ExitStack,
-        *,
-        before: str,
-        after: str,
-        defer: bool = False,
-        begin: DeferredBegin | None = None,
-        before_unbegun: str = "",
-    ) -> None:
+    def __init__(self, conn: Any, stack: ExitStack, *, before: str, after: str, defer: bool = False) -> None:
         self.conn = conn
         self.stack = stack
         self.before = before
         self.after = after
         self.defer = defer
-        # The block's BEGIN when it is still to be sent, and what goes before the row then (the
-        # BEGIN itself for a write; for a read whose snapshot never opened, only the row's own
-        # transaction).
-        self.begin = begin
-        self.before_unbegun = before_unbegun
         self.deferred: models.Model | None = None
         self.used = False
         # Rows to insert with the last message (`insert_with_commit`), each with the fields of the
@@ -107,11 +82,8 @@ class LastRow:
             else:
                 insert_row(instance)
             return
-        before = self.before
-        if self.begin is not None and self.begin.take():
-            before = self.before_unbegun
         later, self.later = self.later, []
-        send_with_insert(instance, before=before, after=self.after, rows_before=later)
+        send_with_insert(instance, before=self.before, after=self.after, rows_before=later)
         # The transaction is over: any later statement would run outside it.
         self.stack.enter_context(self.conn.execute_wrapper(_nothing_after_last))
 
@@ -143,9 +115,8 @@ def write_transaction() -> Iterator[Callable[[models.Model], None]]:
             yield insert_row
         return
     with ExitStack() as stack:
+        last = LastRow(conn, stack, before="", after="COMMIT")
         stack.enter_context(transaction.atomic())
-        begin = DeferredBegin.open(conn, stack, "BEGIN")
-        last = LastRow(conn, stack, before="", after="COMMIT", begin=begin, before_unbegun="BEGIN")
         stack.callback(_unit.reset, _unit.set(last))
         yield last
         if not last.used:  # a normal end without last(): what was queued goes before the commit
@@ -170,57 +141,3 @@ def insert_with_commit(instance: models.Model, *, unless_conflict_on: tuple[str,
         _execute_insert(instance, unless_conflict_on)
         return
     unit.later.append((instance, unless_conflict_on))
-
-
-class DeferredBegin:
-    """The BEGIN of a block's transaction, sent with the block's first statement (see the module
-    docstring). An execute wrapper of the connection for the length of the block."""
-
-    def __init__(self, conn: Any, statement: str) -> None:
-        self.conn = conn
-        self.statement = statement
-        self.pending = True
-
-    @classmethod
-    def open(cls, conn: Any, stack: ExitStack, statement: str) -> DeferredBegin:
-        """Inside an outermost atomic() block that has sent nothing yet: hand the BEGIN to the seam
-        (`statement`, e.g. "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")."""
-        raw = conn.connection
-        if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            raise RuntimeError("a deferred BEGIN needs a block that has sent nothing yet")
-        begin = cls(conn, statement)
-        # psycopg opens no transaction of its own from here on; Django's atomic() sets autocommit
-        # back (to on) when the block ends, as it always does.
-        raw.autocommit = True
-        stack.enter_context(conn.execute_wrapper(begin))
-        return begin
-
-    def take(self) -> bool:
-        """Whether the BEGIN was still to be sent; it is the caller's to send from now on."""
-        pending, self.pending = self.pending, False
-        return pending
-
-    def __call__(self, execute: Execute, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
-        if not self.take():
-            return execute(sql, params, many, context)
-        raw = self.conn.connection
-        cursor = getattr(context.get("cursor"), "cursor", None)
-        if many or isinstance(cursor, psycopg.ServerCursor):
-            # executemany and a named cursor run pipelines or protocols of their own: the BEGIN
-            # goes on its own first (the round trip psycopg would have spent).
-            with self.conn.wrap_database_errors:
-                raw.execute(self.statement)
-            return execute(sql, params, many, context)
-        if isinstance(cursor, psycopg.ClientCursor):
-            # Bound on the client, sent as one simple-protocol message, which may hold several
-            # statements (and then cannot go in a pipeline): the BEGIN is written in front of
-            # them, and its (empty) result skipped, so the caller reads the results it expects.
-            result = execute(f"{self.statement}; {sql}", params, many, context)
-            cursor.nextset()
-            return result
-        # Server-side binding: one flight, the BEGIN, the statement, one Sync. An error of either
-        # is raised at the Sync (the pipeline's end), translated into Django's as every
-        # statement's error is.
-        with self.conn.wrap_database_errors, raw.pipeline():
-            raw.execute(self.statement)
-            return execute(sql, params, many, context)

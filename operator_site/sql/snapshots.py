@@ -9,7 +9,7 @@ import psycopg
 from django.core.management.color import no_style
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 
-from operator_site.sql.flights import DeferredBegin, LastRow
+from operator_site.sql.flights import LastRow
 from operator_site.sql.rows import ASYNC_COMMIT_BEGIN
 
 
@@ -17,50 +17,26 @@ from operator_site.sql.rows import ASYNC_COMMIT_BEGIN
 @contextmanager
 def read_snapshot() -> Iterator[None]:
     """One snapshot for a read of several queries, so its counts and lists agree under concurrent
-    writes. On PostgreSQL: one read-only REPEATABLE READ transaction, opened by
-    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` sent in one flight with the first query
-    (`flights.DeferredBegin`), and ended by the COMMIT that carries the read's audit row
-    (`LastRow`). On SQLite a transaction already is one snapshot. Inside a caller's transaction
-    there is nothing to open (its isolation is the caller's)."""
+    writes. On PostgreSQL: one read-only REPEATABLE READ transaction, opened by psycopg's own
+    `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY` (its public `isolation_level` and `read_only`
+    attributes; a round trip before the first query), and ended by the COMMIT that carries the
+    read's audit row (`LastRow`). On SQLite a transaction already is one snapshot. Inside a
+    caller's transaction there is nothing to open (its isolation is the caller's)."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         with transaction.atomic():
             yield
         return
     connection.ensure_connection()
-    with ExitStack() as stack:
-        conn = connections[DEFAULT_DB_ALIAS]
-        last = LastRow(
-            conn,
-            stack,
-            before=f"COMMIT; {ASYNC_COMMIT_BEGIN}",
-            after="COMMIT",
-            defer=True,
-            # A snapshot that read nothing never opened: the row's own transaction only.
-            before_unbegun=ASYNC_COMMIT_BEGIN,
-        )
-        # Registered first, so it runs once the block's atomic() has ended (an exit stack unwinds
-        # in reverse).
-        stack.callback(last.after_block)
-        stack.enter_context(transaction.atomic())
-        last.begin = DeferredBegin.open(conn, stack, SNAPSHOT_BEGIN)
-        yield last
-
-
-SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-
-
-@contextmanager
-def _psycopg_snapshot() -> Iterator[None]:
-    """A read-only REPEATABLE READ transaction opened by psycopg itself (its public
-    `isolation_level` and `read_only`): for an export, whose server-side cursors psycopg must see
-    inside a transaction it opened."""
-    connection.ensure_connection()
     raw = connection.connection
     saved = (raw.isolation_level, raw.read_only)
     raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
     try:
-        with transaction.atomic():
-            yield
+        with ExitStack() as stack:
+            conn = connections[DEFAULT_DB_ALIAS]
+            last = LastRow(conn, stack, before=f"COMMIT; {ASYNC_COMMIT_BEGIN}", after="COMMIT", defer=True)
+            stack.callback(last.after_block)
+            stack.enter_context(transaction.atomic())
+            yield last
     finally:
         if not raw.closed:
             raw.isolation_level, raw.read_only = saved
@@ -76,7 +52,7 @@ def export_snapshot() -> Iterator[None]:
         yield
         return
     if connection.vendor == "postgresql":
-        with _psycopg_snapshot():
+        with read_snapshot():
             yield
         return
     connection.ensure_connection()

@@ -1,0 +1,182 @@
+"""Two versions of the operator side by side: the same tools, interleaved rounds, one run.
+
+    .venv/bin/python bench/side_by_side.py --other /path/to/another/checkout
+    .venv/bin/python bench/side_by_side.py --other ../before --database postgresql --concurrency 1
+
+A change's effect is smaller than this machine's drift between two runs of bench/perf.py (anchor
+(a) alone moves by ±30 % from one hour to the next), so "is it faster?" is answered here by serving
+this checkout ("this") and another one ("other", e.g. `git worktree add ../before <rev>`; it runs
+on this checkout's virtual environment) at once, each on a scratch operator of its own (SQLite, or
+a PostgreSQL database each), and measuring each (database, tool, concurrency) in `--rounds` rounds
+whose order alternates — (other, this), (this, other), … — so the drift within a figure weighs on
+both alike. Printed per figure: req/s, p50 and server CPU per call of each, the database's CPU per
+call (PostgreSQL), and this/other as the median (and range) of the round ratios of req/s. Every
+answer is checked as bench/perf.py checks it; the exit status is non-zero if any was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from packet_growth import PY, Scratch, sibling_database
+from perf import (
+    CONCURRENCIES,
+    DEFAULT_DATABASE_URL,
+    FULL,
+    TOOLS,
+    CpuMeter,
+    Plan,
+    Pooled,
+    Side,
+    body_for,
+    fmt,
+    interleaved,
+    log,
+    ratio,
+    spread,
+    strict_check,
+    worker_pids,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class RootedScratch(Scratch):
+    """A scratch operator served from the checkout at `root` (its manage.py serve)."""
+
+    def __init__(self, root: Path, database_url: str | None) -> None:
+        super().__init__(database_url, workers=1, entrypoint="serve")
+        self.root = root
+        self.env["OPERATOR_RATE_LIMIT"] = "1000000000"  # on, out of reach (as bench/perf.py)
+
+    def manage(self, *args: str) -> str:
+        return subprocess.run(
+            [PY, "manage.py", *args], cwd=self.root, env=self.env, check=True, capture_output=True, text=True
+        ).stdout
+
+    def start(self) -> None:
+        from mcp_throughput import free_port, wait_for_port
+
+        self.port = free_port()
+        with self.log_path.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.server_argv(), cwd=self.root, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        wait_for_port(self.port, self.process)
+
+
+def side_of(op: Scratch, tool: str, database_url: str | None) -> Side:
+    return Side(
+        op.url,
+        lambda: body_for(tool),
+        lambda: CpuMeter(lambda: worker_pids(op), database_url),
+        op.token,
+        strict_check,
+    )
+
+
+def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
+    rows = []
+    for database in opts.database:
+        urls: dict[str, str | None] = {"this": None, "other": None}
+        if database == "postgresql":
+            # A database each, created if missing (and flushed by the scratch operator's setup).
+            urls = {name: sibling_database(opts.database_url, f"_{name}") for name in urls}
+        ops = {
+            "this": RootedScratch(ROOT, urls["this"]),
+            "other": RootedScratch(Path(opts.other).resolve(), urls["other"]),
+        }
+        for name, setting in opts.env:
+            key, _, value = setting.partition("=")
+            ops[name].env[key] = value
+        try:
+            for op in ops.values():
+                op.setup()
+                op.start()
+            for tool in opts.tools:
+                for concurrency in opts.concurrency:
+                    this = side_of(ops["this"], tool, urls["this"])
+                    other = side_of(ops["other"], tool, urls["other"])
+                    ours, theirs = interleaved(this, other, concurrency, plan)
+                    rows.append(row(database, tool, concurrency, ours, theirs))
+                    r = rows[-1]
+                    log(
+                        f"{database:10s} {tool:30s} c={concurrency:<2d} this {r['this_rps']:7.1f} req/s "
+                        f"p50 {r['this_p50_ms']:6.2f} ms cpu {fmt(r['this_cpu_ms'])} | other "
+                        f"{r['other_rps']:7.1f} req/s p50 {r['other_p50_ms']:6.2f} ms "
+                        f"cpu {fmt(r['other_cpu_ms'])}"
+                        f" | this/other {fmt(r['ratio'])} ({fmt(r['ratio_min'])}-{fmt(r['ratio_max'])})"
+                        + (f" ERRORS {r['errors']}: {r['first_error']}" if r["errors"] else "")
+                    )
+        finally:
+            for op in ops.values():
+                op.close()
+    return rows
+
+
+def row(database: str, tool: str, concurrency: int, ours: Pooled, theirs: Pooled) -> dict[str, Any]:
+    mine, other = ours.summary(), theirs.summary()
+    vs = spread([ratio(t, o) for t, o in zip(ours.round_rps, theirs.round_rps, strict=True)])
+    return {
+        "database": database,
+        "tool": tool,
+        "concurrency": concurrency,
+        "this_rps": mine["rps"],
+        "this_p50_ms": mine["p50_ms"],
+        "this_cpu_ms": mine.get("server_cpu_ms"),
+        "this_db_cpu_ms": mine.get("db_cpu_ms"),
+        "other_rps": other["rps"],
+        "other_p50_ms": other["p50_ms"],
+        "other_cpu_ms": other.get("server_cpu_ms"),
+        "other_db_cpu_ms": other.get("db_cpu_ms"),
+        "ratio": vs["median"],
+        "ratio_min": vs["min"],
+        "ratio_max": vs["max"],
+        "ratio_rounds": vs["rounds"],
+        "errors": mine["errors"] + other["errors"],
+        "first_error": mine["first_error"] or other["first_error"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--other", required=True, help="the other checkout's folder (this one: a setting)")
+    parser.add_argument(
+        "--env",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("SIDE", "NAME=VALUE"),
+        help="a setting for one side only (this or other), e.g. --env this OPERATOR_DB_INLINE=true",
+    )
+    parser.add_argument(
+        "--database", nargs="+", default=["postgresql", "sqlite"], choices=["postgresql", "sqlite"]
+    )
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL, help="PostgreSQL (siblings are made)")
+    parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
+    parser.add_argument("--concurrency", nargs="+", type=int, default=list(CONCURRENCIES))
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--round-seconds", type=float, default=0.5)
+    parser.add_argument("--json", help="also write the rows to this file")
+    opts = parser.parse_args()
+    plan = dataclasses.replace(FULL, rounds=opts.rounds, round_seconds=opts.round_seconds)
+    os.environ.pop("DATABASE_URL", None)
+    rows = compare(opts, plan)
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(rows, indent=2))
+    print(json.dumps(rows))
+    sys.exit(1 if any(r["errors"] for r in rows) else 0)
+
+
+if __name__ == "__main__":
+    main()
