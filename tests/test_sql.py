@@ -200,6 +200,20 @@ def test_instances_are_the_rows_of_the_orm_rule_compiled_once(agent) -> None:
         )
     with pytest.raises(TypeError):
         sql.instances(lambda when: Directive.objects.active(now), when=now)  # a closure: refused
+    # Rows of one model only: nothing joined or added that the instances would have to carry.
+    for builder in (_progress_with_its_day, _progress_ranked):
+        with pytest.raises(ValueError, match="one model's rows"):
+            sql.instances(builder, since=now)
+
+
+def _progress_with_its_day(since: Any) -> Any:
+    return ProgressEntry.objects.filter(created_at__gte=since).select_related("day")
+
+
+def _progress_ranked(since: Any) -> Any:
+    from django.db.models import Value
+
+    return ProgressEntry.objects.filter(created_at__gte=since).annotate(rank=Value(1))
 
 
 @pytest.mark.django_db(transaction=True)
