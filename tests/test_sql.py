@@ -100,6 +100,40 @@ def test_an_async_commit_insert_writes_what_the_orm_reads_back(agent) -> None:
     assert _fields(AuditEvent.objects.get(pk=row.pk)) == _fields(row)
 
 
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_async_commit_is_the_rows_own_and_never_a_later_writes(agent) -> None:
+    """The setting is local to the row's own one-statement transaction: the connection's next
+    transaction (a durable write) commits with the flush again; inside a caller's transaction the
+    row is a plain insert and the caller's commit stays durable."""
+    from django.db import DataError, transaction
+
+    def row(tool: str = "t") -> AuditEvent:
+        return AuditEvent(principal_id=agent.principal.pk, tool=tool, outcome="ok", duration_ms=0.0)
+
+    assert _synchronous_commit() == "on"
+    with CaptureQueriesContext(connection) as queries:
+        sql.insert_async_commit(row())
+    (statement,) = [q["sql"] for q in queries.captured_queries]
+    assert "set_config('synchronous_commit', 'off', true)" in statement and ";" not in statement
+    assert _synchronous_commit() == "on"
+    with transaction.atomic():
+        sql.insert_async_commit(row())
+        assert _synchronous_commit() == "on"
+    # A value its column refuses is refused as the ORM's insert refuses it (the cast keeps no
+    # length): nothing written, the connection usable.
+    before = AuditEvent.objects.count()
+    with pytest.raises(DataError):
+        sql.insert_async_commit(row(tool="x" * 500))
+    assert AuditEvent.objects.count() == before and _synchronous_commit() == "on"
+
+
 # --- the bearer check and the rate count ------------------------------------------------------------
 def test_the_principal_and_its_count_are_what_the_orm_reads(make_principal) -> None:
     holder = make_principal("counted")

@@ -86,6 +86,17 @@ def row_where(model: type[M], **equals: Any) -> M | None:
 
 
 # --- inserts ---------------------------------------------------------------------------------------
+def _cast(conn: Any, field: models.Field) -> str:
+    """A placeholder typed as its column (a parameter selected rather than inserted has no type to
+    take from its column): the column's type without its modifiers — an explicit cast to
+    varchar(n) would cut a longer value silently, where assigning it to the column refuses it as
+    the ORM's insert does."""
+    db_type = field.db_type(conn)
+    if not db_type:
+        raise TypeError(f"{field} has no column type to cast to")
+    return f"CAST(%s AS {db_type.split('(', 1)[0].strip()})"
+
+
 @functools.cache
 def _insert(
     model: type[models.Model], vendor: str, unless_conflict_on: tuple[str, ...] = ()
@@ -166,13 +177,40 @@ def insert_async_commit(instance: M) -> M:
     """INSERT `instance` on its own, committed without waiting for the WAL flush on PostgreSQL
     (`synchronous_commit = off` for this one transaction; SQLite and a caller's open transaction:
     a plain insert_row). For a row whose loss in a database crash loses nothing of the person's
-    state: the audit row of a read (docs/performance.md has the trade-off). One round trip: the
-    transaction, its setting, the insert and the commit go as one simple-protocol message, the
-    values bound by psycopg on the client."""
+    state: the audit row of a read (docs/performance.md has the trade-off). One statement, one
+    round trip, prepared like every other (`_async_insert`): the connection is in autocommit, so
+    the statement is its own transaction, and `set_config(…, true)` sets the setting for that
+    transaction alone — its commit does not wait for the flush."""
     conn = connections[DEFAULT_DB_ALIAS]
-    if conn.vendor != "postgresql" or conn.in_atomic_block:
+    if conn.vendor != "postgresql" or conn.in_atomic_block or not conn.get_autocommit():
         return insert_row(instance)
-    return send_with_insert(instance, before=ASYNC_COMMIT_BEGIN, after="COMMIT", rollback_on_error=True)
+    model = type(instance)
+    sql, fields = _async_insert(model)
+    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        if model._meta.pk.db_returning:
+            setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
+    instance._state.adding = False
+    instance._state.db = conn.alias
+    return instance
+
+
+@functools.cache
+def _async_insert(model: type[models.Model]) -> tuple[str, tuple[models.Field, ...]]:
+    """PostgreSQL: `insert_row`'s statement for `model`, its values selected from the one row of
+    `set_config('synchronous_commit', 'off', true)` (each cast to its column's type, as a
+    selected parameter has none of its own)."""
+    sql, fields = _insert(model, "postgresql", ())
+    head, _, rest = sql.partition(" VALUES ")
+    returning = rest.partition(")")[2]  # " RETURNING …" or ""
+    values = ", ".join(_cast(connection, f) for f in fields)
+    # Identifiers and column types from the model's metadata; every value is a parameter.
+    return (
+        f"{head} SELECT {values} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"  # noqa: S608
+        f"{returning}",
+        fields,
+    )
 
 
 # A transaction that does not wait for the WAL flush when it commits (PostgreSQL).

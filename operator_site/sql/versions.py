@@ -31,7 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 
 from operator_site.sql.compiled import memo
 from operator_site.sql.locks import lock_key
-from operator_site.sql.rows import _columns, _insert, _instance, _Select, insert_unless_conflict
+from operator_site.sql.rows import _cast, _columns, _insert, _instance, _Select, insert_unless_conflict
 
 M = TypeVar("M", bound=models.Model)
 
@@ -208,17 +208,6 @@ def update_rows(update: Update) -> int:
     with conn.cursor() as cursor:
         cursor.execute(sql, _update_params(update, conn))
         return cursor.rowcount
-
-
-def _cast(conn: Any, field: models.Field) -> str:
-    """A placeholder typed as its column (a parameter selected rather than inserted has no type to
-    take from its column): the column's type without its modifiers — an explicit cast to
-    varchar(n) would cut a longer value silently, where assigning it to the column refuses it as
-    the ORM's insert does."""
-    db_type = field.db_type(conn)
-    if not db_type:
-        raise TypeError(f"{field} has no column type to cast to")
-    return f"CAST(%s AS {db_type.split('(', 1)[0].strip()})"
 
 
 def _groups(rows: Sequence[models.Model]) -> list[list[models.Model]]:
