@@ -53,12 +53,11 @@ async def test_auto_runs_inline_while_no_other_request_is_in_flight(settings, mo
         assert busy == loop_thread
 
 
+@pytest.mark.postgres  # SQLite (auto) runs every unit on the loop
 @pytest.mark.django_db(transaction=True)
 async def test_a_request_that_arrives_meanwhile_sends_the_unit_to_a_thread(settings, monkeypatch) -> None:
     """The count is read after the loop has had two turns: a request that arrived just before the
     unit starts is counted, and the unit does not block the loop it would be waiting on."""
-    if connection.vendor != "postgresql":
-        pytest.skip("SQLite runs every unit on the loop (auto)")
     settings.OPERATOR_DB_INLINE = "auto"
     monkeypatch.setattr(face_db, "requests_in_flight", 1)
 

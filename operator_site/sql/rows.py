@@ -145,17 +145,25 @@ def insert_unless_conflict(instance: M, *unique_fields: str) -> bool:
     return _execute_insert(instance, unique_fields)
 
 
+def _values(instance: models.Model, fields: Sequence[models.Field], conn: Any) -> list[Any]:
+    """The values of `instance` for `fields`, prepared as the ORM's insert prepares them."""
+    return [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+
+
 def _execute_insert(instance: M, unless_conflict_on: tuple[str, ...]) -> bool:
-    model = type(instance)
     # The connection itself, looked up once: every `connection.x` through Django's proxy is a
     # context-local lookup, and preparing the values of a wide row makes dozens of them.
     conn = connections[DEFAULT_DB_ALIAS]
-    sql, fields = _insert(model, conn.vendor, unless_conflict_on)
-    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
-    returning = model._meta.pk.db_returning
+    return _run_insert(conn, instance, *_insert(type(instance), conn.vendor, unless_conflict_on))
+
+
+def _run_insert(conn: Any, instance: M, sql: str, fields: Sequence[models.Field]) -> bool:
+    """Execute an insert of `instance` (`sql`, taking `fields`' values); set its primary key and
+    state when a row was inserted. True if one was."""
+    model = type(instance)
     with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        if returning:
+        cursor.execute(sql, _values(instance, fields, conn))
+        if model._meta.pk.db_returning:
             row = cursor.fetchone()
             inserted = row is not None
             if inserted:
@@ -184,15 +192,7 @@ def insert_async_commit(instance: M) -> M:
     conn = connections[DEFAULT_DB_ALIAS]
     if conn.vendor != "postgresql" or conn.in_atomic_block or not conn.get_autocommit():
         return insert_row(instance)
-    model = type(instance)
-    sql, fields = _async_insert(model)
-    params = [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        if model._meta.pk.db_returning:
-            setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
-    instance._state.adding = False
-    instance._state.db = conn.alias
+    _run_insert(conn, instance, *_async_insert(type(instance)))
     return instance
 
 
@@ -222,7 +222,6 @@ def send_with_insert(
     *,
     before: str,
     after: str,
-    rollback_on_error: bool = False,
     rows_before: Sequence[tuple[models.Model, tuple[str, ...]]] = (),
 ) -> M:
     """PostgreSQL: INSERT `instance` between the statements `before` and `after` (fixed SQL of the
@@ -230,9 +229,8 @@ def send_with_insert(
     values bound by psycopg on the client; sets the primary key. `rows_before`: rows inserted in
     the same message just before it (each with the fields of the unique key that decides it, or ()
     for a plain insert; no primary key is read back). The server runs the statements in order and
-    stops at the first error, which is raised as Django's. `rollback_on_error`: when the message
-    opened the transaction itself, roll it back on an error (inside Django's atomic(), Django
-    does)."""
+    stops at the first error, which is raised as Django's (inside Django's atomic(), which rolls
+    the transaction back)."""
     conn = connections[DEFAULT_DB_ALIAS]
     model = type(instance)
     sql, fields = _insert(model, conn.vendor, ())
@@ -241,8 +239,8 @@ def send_with_insert(
     for row, unless_conflict_on in rows_before:
         row_sql, row_fields = _insert(type(row), conn.vendor, unless_conflict_on)
         inserts.append(row_sql.rsplit(" RETURNING ", 1)[0])
-        params += [f.get_db_prep_save(f.pre_save(row, True), conn) for f in row_fields]
-    params += [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
+        params += _values(row, row_fields, conn)
+    params += _values(instance, fields, conn)
     conn.ensure_connection()
     raw = psycopg.ClientCursor(conn.connection)
     # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
@@ -250,12 +248,7 @@ def send_with_insert(
     leading = [part for part in before.split(";") if part.strip()] + inserts
     with cursor:
         batch = "; ".join([*leading, sql, *([after] if after else [])])
-        try:
-            cursor.execute(batch, params)
-        except BaseException:
-            if rollback_on_error and not conn.connection.closed and conn.connection.info.transaction_status:
-                conn.connection.rollback()
-            raise
+        cursor.execute(batch, params)
         if model._meta.pk.db_returning:
             for _ in leading:
                 raw.nextset()  # past each leading statement's result to the insert's

@@ -31,7 +31,15 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 
 from operator_site.sql.compiled import memo
 from operator_site.sql.locks import lock_key
-from operator_site.sql.rows import _cast, _columns, _insert, _instance, _Select, insert_unless_conflict
+from operator_site.sql.rows import (
+    _cast,
+    _columns,
+    _insert,
+    _instance,
+    _Select,
+    _values,
+    insert_unless_conflict,
+)
 
 M = TypeVar("M", bound=models.Model)
 
@@ -121,10 +129,6 @@ def read_after_lock(
 # --- inserts ---------------------------------------------------------------------------------------
 def _fields_of(model: type[models.Model], conn: Any) -> tuple[models.Field, ...]:
     return _insert(model, conn.vendor, ())[1]
-
-
-def _values(instance: models.Model, fields: Sequence[models.Field], conn: Any) -> list[Any]:
-    return [f.get_db_prep_save(f.pre_save(instance, True), conn) for f in fields]
 
 
 def _saved(instances: Sequence[models.Model], conn: Any) -> None:
