@@ -109,6 +109,12 @@ def main() -> None:
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--idle", action="store_true", help="count waiting threads' samples too")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="rows of history to fill first (packet_growth's fill: 1000 as bench/perf.py)",
+    )
     opts = parser.parse_args()
 
     url = sibling_database(opts.database_url, "_profile") if opts.database_url else None
@@ -116,6 +122,8 @@ def main() -> None:
     op.env["OPERATOR_RATE_LIMIT"] = RATE_LIMIT_ON
     try:
         op.setup()
+        if opts.history:
+            op.fill(opts.history, all_open=False)
         op.start()
         assert op.process
         body = body_for(opts.tool)

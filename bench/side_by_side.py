@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/side_by_side.py --other /path/to/another/checkout
     .venv/bin/python bench/side_by_side.py --other ../before --database postgresql --concurrency 1
+    .venv/bin/python bench/side_by_side.py --other ../before --tools operator_context_packet --history 1000
 
 A change's effect is smaller than this machine's drift between two runs of bench/perf.py (anchor
 (a) alone moves by ±30 % from one hour to the next), so "is it faster?" is answered here by serving
@@ -100,6 +101,9 @@ def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
         try:
             for op in ops.values():
                 op.setup()
+                if opts.history:
+                    # Filled by this checkout's code (bench/packet_growth.py's fill): the same rows.
+                    op.fill(opts.history, all_open=False)
                 op.start()
             for tool in opts.tools:
                 for concurrency in opts.concurrency:
@@ -167,6 +171,9 @@ def main() -> None:
     parser.add_argument("--concurrency", nargs="+", type=int, default=list(CONCURRENCIES))
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--round-seconds", type=float, default=0.5)
+    parser.add_argument(
+        "--history", type=int, default=0, help="rows of history in both (1000: bench/perf.py's growth figure)"
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     opts = parser.parse_args()
     plan = dataclasses.replace(FULL, rounds=opts.rounds, round_seconds=opts.round_seconds)

@@ -32,7 +32,13 @@ def _notice(key: str | None, title: str = "t") -> Notification:
 
 
 def _fields(row: Any) -> dict[str, Any]:
-    return {f.attname: getattr(row, f.attname) for f in type(row)._meta.concrete_fields}
+    """The values of the fields loaded (a field `.only()` left out stays deferred, unread)."""
+    deferred = row.get_deferred_fields()
+    return {
+        f.attname: getattr(row, f.attname)
+        for f in type(row)._meta.concrete_fields
+        if f.attname not in deferred
+    }
 
 
 # --- lookups ---------------------------------------------------------------------------------------------
@@ -320,6 +326,7 @@ def _loaded(obj: Any, depth: int = 1) -> tuple[Any, ...]:
 def _same(
     found: list[Any], expected: list[Any], related: tuple[str, ...] = (), annotations: tuple[str, ...] = ()
 ) -> None:
+    assert [r.get_deferred_fields() for r in found] == [r.get_deferred_fields() for r in expected]
     assert [_fields(r) for r in found] == [_fields(r) for r in expected]
     for got, want in zip(found, expected, strict=True):
         for name in related:
@@ -391,6 +398,10 @@ def test_every_list_of_the_packet_reads_what_the_orm_reads(agent, owner, django_
     with django_assert_num_queries(0):
         for row in found["progress"] + found["observations"]:
             assert row.day.date and row.recorded_by.name
+    # `.only()` reads some fields: the database sends only those (the others stay deferred, as the
+    # ORM leaves them; reading one would be a query).
+    assert found["tasks"][0].get_deferred_fields() >= {"created_at", "created_by_id"}
+    assert found["tasks"][0].updated_by.get_deferred_fields(), "a principal's every field was read"
 
 
 def test_read_many_carries_json_booleans_floats_and_nulls(agent) -> None:
@@ -436,25 +447,29 @@ def test_the_fast_instances_are_what_from_db_builds_for_every_model_the_packet_r
     from tests.test_reads import some_of_everything
 
     some_of_everything(agent.principal, owner.principal)
-    models = set()
+    # Every model with every field, and with the fields a list reads (`.only()`: the rest deferred).
+    read: set[tuple[Any, tuple[str, ...]]] = set()
     for rows in _packet_lists(monkeypatch).values():
         plan, _ = _list_plan_of(connection, rows)
-        models |= {plan.model} | {target for _, target, _, _ in plan.related}
-    assert len(models) >= 12, models
-    for model in sorted(models, key=lambda m: m.__name__):
-        assert loading._shortcut(model) is not None, f"{model.__name__}: built by from_db (slower)"
-        attnames = [f.attname for f in model._meta.concrete_fields]
+        read |= {(plan.model, plan.attnames)} | {(target, names) for _, target, names, _ in plan.related}
+    read |= {(model, loading.all_attnames(model)) for model, _ in read}
+    assert len({model for model, _ in read}) >= 12, read
+    assert any(names != loading.all_attnames(model) for model, names in read), "no list reads some fields"
+    for model, attnames in sorted(read, key=lambda r: (r[0].__name__, r[1])):
+        assert loading._shortcut(model, attnames) is not None, f"{model.__name__}: built by from_db (slower)"
         rows = list(model._base_manager.order_by("pk").values_list(*attnames)[:5])
         assert rows, f"no {model.__name__} to compare"
         for values in rows:
-            fast = loading.loader(model)(connection.alias, list(values))
+            fast = loading.loader(model, attnames)(connection.alias, list(values))
             orm = model.from_db(connection.alias, attnames, list(values))
             assert _loaded(fast) == _loaded(orm), model.__name__
+            assert fast.get_deferred_fields() == orm.get_deferred_fields()
             assert fast == orm and hash(fast) == hash(orm)
         # A null foreign key leaves no cache on the state; a value makes an empty one (both as
         # Model.__init__ does).
-        nulls = [None if f.null else v for f, v in zip(model._meta.concrete_fields, rows[0], strict=True)]
-        fast = loading.loader(model)(connection.alias, nulls)
+        by_attname = {f.attname: f for f in model._meta.concrete_fields}
+        nulls = [None if by_attname[a].null else v for a, v in zip(attnames, rows[0], strict=True)]
+        fast = loading.loader(model, attnames)(connection.alias, nulls)
         assert _loaded(fast) == _loaded(model.from_db(connection.alias, attnames, nulls)), model.__name__
 
 

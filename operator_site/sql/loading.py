@@ -49,9 +49,11 @@ def _descriptor(model: type[models.Model], name: str) -> Any:
 
 
 @cache
-def _shortcut(model: type[models.Model]) -> Build | None:
-    """The fast construction of `model`, or None when it could differ from `from_db` whatever the
-    receivers (the model's own overrides, a field's own descriptor)."""
+def _shortcut(model: type[models.Model], attnames: tuple[str, ...]) -> Build | None:
+    """The fast construction of `model` from the values of the fields `attnames` (in the model's
+    order; the others deferred, as `from_db` leaves them: absent from the instance), or None when
+    it could differ from `from_db` whatever the receivers (the model's own overrides, a field's own
+    descriptor)."""
     base = models.Model
     if (
         model._meta.abstract
@@ -61,11 +63,9 @@ def _shortcut(model: type[models.Model]) -> Build | None:
         or model.__setattr__ is not object.__setattr__
     ):
         return None
-    fields = model._meta.concrete_fields
-    attnames = tuple(f.attname for f in fields)
     foreign = []
-    for i, field in enumerate(fields):
-        kind = type(_descriptor(model, field.attname))
+    for i, attname in enumerate(attnames):
+        kind = type(_descriptor(model, attname))
         if kind is ForeignKeyDeferredAttribute:
             foreign.append(i)
         elif kind is not DeferredAttribute:
@@ -108,12 +108,25 @@ def attacher(model: type[models.Model], name: str) -> Callable[[models.Model, mo
     return attach
 
 
-def loader(model: type[models.Model]) -> Build:
-    """A function (database alias, the values of every concrete field in their order) → the
-    instance `model.from_db(alias, attnames, values)` answers; `from_db` itself when the shortcut
-    could differ (see the module docstring)."""
-    build = _shortcut(model)
+@cache
+def all_attnames(model: type[models.Model]) -> tuple[str, ...]:
+    return tuple(f.attname for f in model._meta.concrete_fields)
+
+
+@cache
+def _in_order(model: type[models.Model], attnames: tuple[str, ...]) -> tuple[str, ...]:
+    if attnames != tuple(a for a in all_attnames(model) if a in attnames) or not attnames:
+        raise ValueError(f"{model.__name__}: {attnames} are not some of its fields, in its order")
+    return attnames
+
+
+def loader(model: type[models.Model], attnames: tuple[str, ...] | None = None) -> Build:
+    """A function (database alias, the values of the fields `attnames` in the model's order:
+    by default every concrete field) → the instance `model.from_db(alias, attnames, values)`
+    answers, the fields not named deferred; `from_db` itself when the shortcut could differ (see
+    the module docstring)."""
+    attnames = all_attnames(model) if attnames is None else _in_order(model, attnames)
+    build = _shortcut(model, attnames)
     if build is None or pre_init.has_listeners(model) or post_init.has_listeners(model):
-        attnames = tuple(f.attname for f in model._meta.concrete_fields)
         return lambda db, values: model.from_db(db, attnames, list(values))
     return build

@@ -45,10 +45,12 @@ class _ListPlan:
     params: tuple[Any, ...]
     # The positions of the `Param`s in `params`, with the name of the value each binds.
     bound: tuple[tuple[int, str, models.Field], ...]
-    width: int  # the model's concrete fields, the first cells of a row
-    # (relation name, related model, its number of fields, the position of its primary key) for
-    # each select_related relation
-    related: tuple[tuple[str, type[models.Model], int, int], ...]
+    # The attnames of the model's fields read (every concrete field, or those `.only()` names),
+    # in the model's order: the first cells of a row.
+    attnames: tuple[str, ...]
+    # (relation name, related model, the attnames of its fields read, the position of its primary
+    # key among them) for each select_related relation
+    related: tuple[tuple[str, type[models.Model], tuple[str, ...], int], ...]
     annotations: tuple[str, ...]
     # (cell, converter) for each cell that the database's JSON does not carry as the ORM gives it
     convert: tuple[tuple[int, Callable[[Any], Any]], ...]
@@ -84,19 +86,34 @@ def _json_converter(field: models.Field, vendor: str) -> Callable[[Any], Any] | 
     return None
 
 
+def _read_fields(model: type[models.Model], mask: Mapping[Any, Any]) -> tuple[str, ...]:
+    """The attnames of `model`'s fields a query reads under a select mask (empty: every field), in
+    the model's order — the columns the ORM's compiler selects (`get_default_columns`)."""
+    return tuple(f.attname for f in model._meta.concrete_fields if not mask or f in mask)
+
+
 def _list_plan(conn: Any, queryset: QuerySet[Any]) -> _ListPlan:
     model = queryset.model
     query = queryset.query
-    paths = [f.attname for f in model._meta.concrete_fields]
+    # What `.only()` / `.defer()` leave to read, as the ORM's compiler reads it: {field: the mask
+    # of its related model's fields}, empty for every field. `Query.get_select_mask` is not
+    # documented; tests/test_sql.py compares lists read with `.only()` with the ORM's instances
+    # (which fields are loaded, which deferred), so a Django that changes it fails there.
+    mask = query.get_select_mask()
+    attnames = _read_fields(model, mask)
+    paths = list(attnames)
     related = []
     chosen = query.select_related
     for name, deeper in chosen.items() if isinstance(chosen, dict) else ():
         if deeper:
             raise ValueError(f"read_many follows one level of select_related, not {name}__{list(deeper)}")
-        target = model._meta.get_field(name).related_model
-        names = [f.attname for f in target._meta.concrete_fields]
-        pk_at = list(target._meta.concrete_fields).index(target._meta.pk)
-        related.append((name, target, len(names), pk_at))
+        field = model._meta.get_field(name)
+        if mask and field not in mask:
+            raise ValueError(f"{model.__name__}.{name} cannot be both deferred and followed (select_related)")
+        target = field.related_model
+        names = _read_fields(target, mask.get(field, {}) if mask else {})
+        pk_at = names.index(target._meta.pk.attname)
+        related.append((name, target, names, pk_at))
         paths += [f"{name}__{attname}" for attname in names]
     annotations = tuple(query.annotations)
     paths += list(annotations)
@@ -122,7 +139,7 @@ def _list_plan(conn: Any, queryset: QuerySet[Any]) -> _ListPlan:
         sql=wrapped,
         params=tuple(params),
         bound=tuple((i, p.name, p.output_field) for i, p in enumerate(params) if isinstance(p, Param)),
-        width=len(model._meta.concrete_fields),
+        attnames=attnames,
         related=tuple(related),
         annotations=annotations,
         convert=tuple((i, c) for i, c in enumerate(converters) if c is not None),
@@ -186,11 +203,11 @@ def _instances(conn: Any, plan: _ListPlan, text: str) -> list[Any]:
     if not rows:
         return rows
     alias = conn.alias
-    convert, width = plan.convert, plan.width
-    build = loader(plan.model)
+    convert, width = plan.convert, len(plan.attnames)
+    build = loader(plan.model, plan.attnames)
     related = [
-        (attacher(plan.model, name), loader(target), count, pk_at)
-        for name, target, count, pk_at in plan.related
+        (attacher(plan.model, name), loader(target, names), len(names), pk_at)
+        for name, target, names, pk_at in plan.related
     ]
     annotations = plan.annotations
     out = []

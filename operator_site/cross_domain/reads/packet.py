@@ -107,11 +107,30 @@ def _board(limits: PacketLimits) -> tuple[list[tuple[str, list[int]]], int, bool
     return shown, max(0, len(lanes) - len(shown)), len(window) >= limits.task_window
 
 
+# What the packet's answers read of a related row (`task_dict`, `progress_dict`, …): `.only()` keeps
+# the database from building JSON of every column of every row it lists (a principal's eleven
+# columns for its name). A field read but not named here would cost a query per row, which
+# tests/test_reads.py's fixed query count catches.
+_NAME = ("name",)
+_LINK = ("title", "status", "present")  # goals.services._linked; a priority has no link here
+
+
+def _related(relation: str, fields: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{relation}__{field}" for field in fields)
+
+
 def _shown_tasks(ids: tuple[int, ...]) -> QuerySet:
     """The rows of the tasks shown (`ids`: placeholders in `sql.read_many`, bound on every call)."""
     return (
         Task.objects.filter(id__in=list(ids))
         .select_related("updated_by", "goal", "project")
+        .only(
+            *("key", "title", "status", "priority", "owner", "blocker", "detail", "lane", "updated_at"),
+            *("goal", "project", "updated_by"),
+            *_related("updated_by", _NAME),
+            *_related("goal", _LINK),
+            *_related("project", _LINK),
+        )
         .annotate(rank=PRIORITY_RANK)
         .order_by()
     )
@@ -158,9 +177,11 @@ def _day_row(day: date) -> QuerySet:
 
 
 def _open_decisions(limit: int) -> QuerySet:
+    fields = [f.name for f in Decision._meta.concrete_fields if f.name != "decided_by"]
     return (
         Decision.objects.filter(status__in=OPEN_DECISION_STATUSES)
         .select_related("decided_by")
+        .only(*fields, "decided_by", *_related("decided_by", _NAME))
         .order_by("-status", "created_at", "id")[:limit]
     )
 
@@ -170,8 +191,9 @@ def _pending_approvals(limit: int) -> QuerySet:
 
 
 def _decisions_of_pending_approvals(limit: int) -> QuerySet:
+    """Each shown intent's decisions: what `intent_dict` reads of its first (id, status, response)."""
     shown = _pending_approvals(limit).values("id")
-    return Decision.objects.filter(intent_id__in=shown).order_by("id")
+    return Decision.objects.filter(intent_id__in=shown).only("intent", "status", "response").order_by("id")
 
 
 def _directives_in_force(now: datetime) -> QuerySet:
@@ -194,6 +216,10 @@ def _recent_progress(end: datetime, limit: int) -> QuerySet:
     return (
         ProgressEntry.objects.filter(created_at__lt=end)
         .select_related("day", "recorded_by")
+        .only(
+            *("summary", "outcome", "tried", "failed", "run", "tick", "created_at"),
+            *("day__date", "recorded_by__name"),
+        )
         .order_by("-id")[:limit]
     )
 
@@ -202,6 +228,10 @@ def _recent_observations(end: datetime, limit: int) -> QuerySet:
     return (
         Observation.objects.filter(created_at__lt=end)
         .select_related("day", "recorded_by")
+        .only(
+            *("kind", "summary", "source", "data", "created_at"),
+            *("day__date", "recorded_by__name"),
+        )
         .order_by("-id")[:limit]
     )
 
