@@ -36,7 +36,7 @@ from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
 from operator_site.refusals import Refusal
-from operator_site.sql import create_row, insert_unless_conflict, insert_with_commit
+from operator_site.sql import insert_unless_conflict, insert_with_commit
 
 logger = logging.getLogger("operator.intents")
 
@@ -289,20 +289,23 @@ def record_intent(
     intent.status = STATUS_BY_VERDICT[result.decision]
     if intent.status == IntentStatus.PENDING_APPROVAL:
         intent.expires_at = now + timedelta(days=settings.OPERATOR_APPROVAL_EXPIRY_DAYS)
-    if not insert_unless_conflict(intent, "idempotency_key", "local_day"):
-        return Intent.objects.get(idempotency_key=key, local_day=day), False
-
-    log_event(intent, "recorded", by=principal, via="mcp", to_status=intent.status, now=now)
+    decision = None
     if intent.status == IntentStatus.PENDING_APPROVAL:
-        decision = create_row(
-            Decision,
+        # The question put to the person, written with the intent (one statement on PostgreSQL)
+        # and only if the intent is new.
+        decision = Decision(
             title=f"Approve: {intent.title}"[:300],
             detail=describe_intent(intent),
-            intent=intent,
             opened_by=principal,
             created_at=now,
             updated_at=now,
         )
+    child = None if decision is None else (decision, "intent")
+    if not insert_unless_conflict(intent, "idempotency_key", "local_day", child=child):
+        return Intent.objects.get(idempotency_key=key, local_day=day), False
+
+    log_event(intent, "recorded", by=principal, via="mcp", to_status=intent.status, now=now)
+    if decision is not None:
         notify_approval_request(intent, decision)
         intent.opened_decision = decision
     elif intent.status == IntentStatus.BLOCKED:

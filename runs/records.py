@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from operator_site.sql import create_row
 from runs.answers import FencedObservations, observation_dict
 from runs.checks import check_text, refuse_nul
-from runs.days import current_day
+from runs.days import current_day, insert_for_today
 from runs.models import Observation, ProgressEntry, Run
 
 MAX_PROGRESS_SUMMARY_CHARS = 2000
@@ -74,9 +73,7 @@ def record_progress(
         if run is None:
             raise Refusal("unknown_run", f"There is no run {run_id}; nothing was recorded.", run_id=run_id)
     now = now or timezone.now()
-    return create_row(
-        ProgressEntry,
-        day=current_day(principal=principal, via="operator_record_progress", now=now),
+    entry = ProgressEntry(
         run=run,
         tick=tick,
         summary=summary,
@@ -86,6 +83,7 @@ def record_progress(
         recorded_by=principal,
         created_at=now,
     )
+    return insert_for_today(entry, principal=principal, via="operator_record_progress", now=now)
 
 
 # --- observations -------------------------------------------------------------------------------------

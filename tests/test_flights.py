@@ -74,12 +74,14 @@ def _commands(run: list[str]) -> str:
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [
-        # The token and the rate count; BEGIN; the day's lookup; the entry; the audit row with
-        # COMMIT. Before sql.flights: six round trips.
-        ("operator_record_progress", {"summary": "s", "outcome": "done"}, 5),
-        # The token; BEGIN; the intent; its decision; its event and its notice with the audit row
-        # and COMMIT (sql.insert_with_commit). Before: eight.
-        ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 5),
+        # The token and the rate count; BEGIN; the entry under today's day (one statement,
+        # sql.insert_under); the audit row with COMMIT. Before sql.flights: six round trips; before
+        # insert_under: five (the day's lookup on its own).
+        ("operator_record_progress", {"summary": "s", "outcome": "done"}, 4),
+        # The token; BEGIN; the intent with its decision (one statement: insert_unless_conflict's
+        # child); its event and its notice with the audit row and COMMIT (sql.insert_with_commit).
+        # Before: eight, then five.
+        ("operator_record_action_intent", {"action": {"type": "spend", "title": "T", "amount_cents": 1}}, 4),
         # The token; BEGIN; the queue (advisory lock) and the version with the belief's pre-image
         # (one message); the version claim with its change row and the belief (one statement);
         # the audit row with COMMIT. Before the world-model write's own round trips were cut: ten.

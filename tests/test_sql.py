@@ -66,6 +66,89 @@ def test_insert_row_writes_what_the_orm_reads_back() -> None:
     assert _fields(Notification.objects.get(pk=written.pk)) == _fields(written)
 
 
+def _entry(principal: Any, summary: str = "s") -> ProgressEntry:
+    return ProgressEntry(
+        summary=summary,
+        outcome="done",
+        tried=["a", {"b": 1}],
+        recorded_by=principal,
+        created_at=timezone.now(),
+    )
+
+
+def test_insert_under_writes_the_child_and_attaches_the_parent_the_orm_reads(agent) -> None:
+    from runs.days import open_day
+
+    day, _ = open_day(principal=agent.principal)
+    other, _ = open_day(principal=agent.principal, day=day.date - timedelta(days=1))
+    with CaptureQueriesContext(connection) as seen:
+        written = sql.insert_under(_entry(agent.principal), "day", date=day.date)
+    assert written is not None and written.pk is not None and not written._state.adding
+    # One statement on PostgreSQL (the day's lookup and the insert that selects its key); SQLite:
+    # the lookup, then the insert.
+    assert len(seen.captured_queries) == (1 if connection.vendor == "postgresql" else 2)
+    stored = ProgressEntry.objects.select_related("day").get(pk=written.pk)
+    assert _fields(stored) == _fields(written) and stored.day_id == day.pk != other.pk
+    # The parent came with the insert, as the ORM reads it (converters included: a date, datetimes).
+    with CaptureQueriesContext(connection) as seen:
+        attached = written.day
+    assert seen.captured_queries == []
+    assert _loaded(attached) == _loaded(stored.day)
+
+
+def test_insert_under_a_missing_parent_inserts_nothing_and_the_transaction_goes_on(agent) -> None:
+    from runs.days import open_day
+
+    day, _ = open_day(principal=agent.principal)
+    with transaction.atomic():
+        entry = _entry(agent.principal)
+        assert sql.insert_under(entry, "day", date=day.date + timedelta(days=3)) is None
+        assert entry.pk is None and entry._state.adding and entry.day_id is None
+        assert ProgressEntry.objects.count() == 0
+        # No error was raised: the transaction is still usable.
+        assert sql.insert_under(_entry(agent.principal), "day", date=day.date) is not None
+    assert ProgressEntry.objects.count() == 1
+
+
+def test_insert_under_looks_the_parent_up_only_by_a_unique_key(agent) -> None:
+    from runs.days import open_day
+
+    open_day(principal=agent.principal)
+    for lookup in ({"state": "open"}, {"opened_by": agent.principal}, {"date": None, "state": "open"}):
+        with pytest.raises(ValueError, match="unique key"):
+            sql.insert_under(_entry(agent.principal), "day", **lookup)
+    assert ProgressEntry.objects.count() == 0
+
+
+def test_a_claim_with_a_child_writes_both_or_neither(agent) -> None:
+    from runs.models import OperatorDay
+
+    today = timezone.localdate()
+
+    def day() -> OperatorDay:
+        return OperatorDay(date=today, opened_at=timezone.now(), opened_by=agent.principal, opened_via="t")
+
+    first, entry = day(), _entry(agent.principal, "first")
+    with CaptureQueriesContext(connection) as seen:
+        assert insert_unless_conflict(first, "date", child=(entry, "day")) is True
+    # PostgreSQL: one statement (the claim and the child selecting its key); SQLite: two.
+    assert len(seen.captured_queries) == (1 if connection.vendor == "postgresql" else 2)
+    assert (
+        first.pk is not None and entry.pk is not None and not first._state.adding and not entry._state.adding
+    )
+    assert entry.day is first and entry.day_id == first.pk
+    assert _fields(OperatorDay.objects.get(pk=first.pk)) == _fields(first)
+    assert _fields(ProgressEntry.objects.get(pk=entry.pk)) == _fields(entry)
+    with transaction.atomic():
+        loser, orphan = day(), _entry(agent.principal, "loser")
+        assert insert_unless_conflict(loser, "date", child=(orphan, "day")) is False
+        assert loser.pk is None and orphan.pk is None and orphan._state.adding
+        # No error: the transaction goes on, and the loser's child was never written.
+        assert list(ProgressEntry.objects.values_list("summary", flat=True)) == ["first"]
+    with pytest.raises(TypeError, match="foreign key"):
+        insert_unless_conflict(day(), "date", child=(_entry(agent.principal), "recorded_by"))
+
+
 def test_a_duplicate_key_inserts_nothing_and_the_transaction_goes_on() -> None:
     with transaction.atomic():
         assert insert_unless_conflict(_notice("same", "winner"), "dedupe_key") is True
