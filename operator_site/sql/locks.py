@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 
 from operator_site.sql.compiled import memo
 from operator_site.sql.loading import loader
-from operator_site.sql.rows import _columns
+from operator_site.sql.rows import _columns, _converted
 
 M = TypeVar("M", bound=models.Model)
 
@@ -124,17 +124,7 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
         cursor.execute(sql, bound)
         rows = cursor.fetchall()
     make_instance = loader(model)
-    alias = conn.alias
-    out = []
-    for row in rows:
-        cells = list(row)
-        for position, convert_all, column in converters:
-            value = cells[position]
-            for convert in convert_all:
-                value = convert(value, column, conn)
-            cells[position] = value
-        out.append(make_instance(alias, cells))
-    return out
+    return [make_instance(conn.alias, _converted(conn, converters, row)) for row in rows]
 
 
 def probe() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,14 +54,19 @@ def _select(conn: Any, model: type[models.Model], fields: tuple[str, ...]) -> _S
     )
 
 
-def _instance(conn: Any, model: type[M], select: Any, row: Sequence[Any]) -> M:
+def _converted(conn: Any, converters: Sequence[Any], row: Sequence[Any]) -> list[Any]:
+    """A row's cells with the ORM's converters applied ((position, converters, column) each)."""
     values = list(row)
-    for position, converters, column in select.converters:
+    for position, convert_all, column in converters:
         value = values[position]
-        for convert in converters:
+        for convert in convert_all:
             value = convert(value, column, conn)
         values[position] = value
-    return model.from_db(conn.alias, select.attnames, values)
+    return values
+
+
+def _instance(conn: Any, model: type[M], select: Any, row: Sequence[Any]) -> M:
+    return model.from_db(conn.alias, select.attnames, _converted(conn, select.converters, row))
 
 
 def rows_where(model: type[M], **equals: Any) -> list[M]:
@@ -95,6 +100,32 @@ def _cast(conn: Any, field: models.Field) -> str:
     if not db_type:
         raise TypeError(f"{field} has no column type to cast to")
     return f"CAST(%s AS {db_type.split('(', 1)[0].strip()})"
+
+
+def _typed(conn: Any, fields: Sequence[models.Field], given: Mapping[models.Field, str] | None = None) -> str:
+    """The select list of an `INSERT … SELECT`: a typed placeholder per field (`_cast`), or the
+    expression `given` for it (a key selected from a CTE)."""
+    given = given or {}
+    return ", ".join(given[f] if f in given else _cast(conn, f) for f in fields)
+
+
+def _insert_select(
+    conn: Any, model: type[models.Model], source: str, given: Mapping[models.Field, str] | None = None
+) -> tuple[str, tuple[models.Field, ...]]:
+    """`INSERT INTO <model's table> (<insert_row's columns>) SELECT … FROM <source>` (the select
+    list: `_typed`), and the fields whose values are bound, in order (those not `given`)."""
+    head, fields = _insert(model, conn.vendor, ())
+    # Identifiers and column types from the model's metadata; every value is a parameter.
+    sql = f"{head.partition(' VALUES ')[0]} SELECT {_typed(conn, fields, given)} FROM {source}"  # noqa: S608
+    return sql, tuple(f for f in fields if f not in (given or {}))
+
+
+def _saved(conn: Any, instance: models.Model, key: Any = None) -> None:
+    """`instance` is a row now, as `save()` leaves it: its generated key (when given) and its state."""
+    if key is not None:
+        setattr(instance, type(instance)._meta.pk.attname, key)
+    instance._state.adding = False
+    instance._state.db = conn.alias
 
 
 @functools.cache
@@ -166,9 +197,7 @@ def insert_unless_conflict(
     if keys is None:  # a row with that key exists: nothing was written
         return False
     for obj, key in zip((instance, row), keys, strict=True):
-        setattr(obj, type(obj)._meta.pk.attname, key)
-        obj._state.adding = False
-        obj._state.db = conn.alias
+        _saved(conn, obj, key)
     setattr(row, relation, instance)
     return True
 
@@ -204,18 +233,16 @@ def _pair_sql(
     insert selecting the claimed key, as a data-modifying CTE: when the claim inserts nothing, the
     child selects no row and the answer is empty."""
     quote = conn.ops.quote_name
-    foreign = _child_key(model, child, relation)
     claim_sql, fields = _insert(model, conn.vendor, unique_fields)
-    head, child_fields = _insert(child, conn.vendor, ())
     key, child_key = quote(model._meta.pk.column), quote(child._meta.pk.column)
-    cells = ", ".join(f"claimed.{key}" if f is foreign else _cast(conn, f) for f in child_fields)
+    foreign = _child_key(model, child, relation)
+    insert_child, child_fields = _insert_select(conn, child, "claimed", {foreign: f"claimed.{key}"})
     # Identifiers and column types from the models' metadata; every value is a parameter.
-    insert_child = f"{head.partition(' VALUES ')[0]} SELECT {cells} FROM claimed RETURNING {child_key}"  # noqa: S608
     answer = f"SELECT claimed.{key}, c.{child_key} FROM claimed, c"  # noqa: S608
     return _Pair(
-        sql=f"WITH claimed AS ({claim_sql}), c AS ({insert_child}) {answer}",
+        sql=f"WITH claimed AS ({claim_sql}), c AS ({insert_child} RETURNING {child_key}) {answer}",
         fields=fields,
-        child_fields=tuple(f for f in child_fields if f is not foreign),
+        child_fields=child_fields,
     )
 
 
@@ -239,14 +266,11 @@ def _run_insert(conn: Any, instance: M, sql: str, fields: Sequence[models.Field]
         cursor.execute(sql, _values(instance, fields, conn))
         if model._meta.pk.db_returning:
             row = cursor.fetchone()
-            inserted = row is not None
-            if inserted:
-                setattr(instance, model._meta.pk.attname, row[0])
+            inserted, key = row is not None, row[0] if row else None
         else:
-            inserted = cursor.rowcount > 0
+            inserted, key = cursor.rowcount > 0, None
     if inserted:
-        instance._state.adding = False
-        instance._state.db = conn.alias
+        _saved(conn, instance, key)
     return inserted
 
 
@@ -287,19 +311,13 @@ def _under_sql(conn: Any, model: type[models.Model], relation: str, lookup: tupl
     parent_model = foreign.related_model
     if not model._meta.pk.db_returning:
         raise TypeError(f"{model.__name__}: insert_under answers the key the database generates")
-    head, fields = _insert(model, conn.vendor, ())
-    head = head.partition(" VALUES ")[0]
-    parent_key = f"p.{quote(parent_model._meta.pk.column)}"
-    cells = ", ".join(parent_key if f is foreign else _cast(conn, f) for f in fields)
+    insert, fields = _insert_select(conn, model, "p", {foreign: f"p.{quote(parent_model._meta.pk.column)}"})
     parent = _select(conn, parent_model, lookup)
     columns = _columns(conn, parent_model, "p")[0]
     key = quote(model._meta.pk.column)
     # Identifiers and column types from the models' metadata; every value is a parameter.
-    read, write = f"p AS ({parent.sql})", f"i AS ({head} SELECT {cells} FROM p RETURNING {key})"  # noqa: S608
-    sql = f"WITH {read}, {write} SELECT i.{key}, {columns} FROM i, p"  # noqa: S608
-    return _Under(
-        sql=sql, fields=tuple(f for f in fields if f is not foreign), parent=parent, wheres=parent.params
-    )
+    sql = f"WITH p AS ({parent.sql}), i AS ({insert} RETURNING {key}) SELECT i.{key}, {columns} FROM i, p"  # noqa: S608
+    return _Under(sql=sql, fields=fields, parent=parent, wheres=parent.params)
 
 
 def insert_under(instance: M, relation: str, **lookup: Any) -> M | None:
@@ -335,9 +353,7 @@ def insert_under(instance: M, relation: str, **lookup: Any) -> M | None:
     if not rows:
         return None
     key, *values = rows[0]  # one at most: the lookup is a unique key (_under_sql)
-    setattr(instance, model._meta.pk.attname, key)
-    instance._state.adding = False
-    instance._state.db = conn.alias
+    _saved(conn, instance, key)
     setattr(instance, relation, _instance(conn, foreign.related_model, plan.parent, values))
     return instance
 
@@ -362,16 +378,11 @@ def _async_insert(model: type[models.Model]) -> tuple[str, tuple[models.Field, .
     """PostgreSQL: `insert_row`'s statement for `model`, its values selected from the one row of
     `set_config('synchronous_commit', 'off', true)` (each cast to its column's type, as a
     selected parameter has none of its own)."""
-    sql, fields = _insert(model, "postgresql", ())
-    head, _, rest = sql.partition(" VALUES ")
-    returning = rest.partition(")")[2]  # " RETURNING …" or ""
-    values = ", ".join(_cast(connection, f) for f in fields)
-    # Identifiers and column types from the model's metadata; every value is a parameter.
-    return (
-        f"{head} SELECT {values} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"  # noqa: S608
-        f"{returning}",
-        fields,
-    )
+    pk = model._meta.pk
+    returning = f" RETURNING {connection.ops.quote_name(pk.column)}" if pk.db_returning else ""
+    source = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    sql, fields = _insert_select(connection, model, source)
+    return sql + returning, fields
 
 
 # A transaction that does not wait for the WAL flush when it commits (PostgreSQL).

@@ -36,7 +36,9 @@ from operator_site.sql.rows import (
     _columns,
     _insert,
     _instance,
+    _saved,
     _Select,
+    _typed,
     _values,
     insert_unless_conflict,
 )
@@ -131,12 +133,6 @@ def _fields_of(model: type[models.Model], conn: Any) -> tuple[models.Field, ...]
     return _insert(model, conn.vendor, ())[1]
 
 
-def _saved(instances: Sequence[models.Model], conn: Any) -> None:
-    for instance in instances:
-        instance._state.adding = False
-        instance._state.db = conn.alias
-
-
 def _one_model(rows: Sequence[models.Model]) -> type[models.Model]:
     model = type(rows[0])
     if any(type(row) is not model for row in rows):
@@ -170,7 +166,8 @@ def insert_rows(rows: Sequence[models.Model]) -> None:
             count = len(batch)
             sql = memo(("insert_rows", model, count), lambda c, n=count: _rows_sql(c, model, n))
             cursor.execute(sql, [value for row in batch for value in _values(row, fields, conn)])
-    _saved(rows, conn)
+    for row in rows:
+        _saved(conn, row)
 
 
 @dataclass(frozen=True)
@@ -242,7 +239,7 @@ def _claiming_sql(conn: Any, shape: ClaimShape) -> str:
     for i, (model, count) in enumerate(inserts):
         fields = _fields_of(model, conn)
         columns = ", ".join(quote(f.column) for f in fields)
-        one = "SELECT " + ", ".join(_cast(conn, f) for f in fields) + " FROM claimed"  # noqa: S608
+        one = f"SELECT {_typed(conn, fields)} FROM claimed"  # noqa: S608
         rows = " UNION ALL ".join([one] * count)
         writes.append(f"i{i} AS (INSERT INTO {quote(model._meta.db_table)} ({columns}) {rows} RETURNING 1)")
     for j, (model, values, where) in enumerate(updates):
@@ -310,5 +307,6 @@ def insert_claiming(
     inserted, updated = counts[: len(groups)], counts[len(groups) :]
     if inserted != [len(group) for group in groups]:  # cannot be: each row selects the claimed row
         raise RuntimeError(f"claimed with {inserted} of {[len(g) for g in groups]} rows")
-    _saved([instance, *rows], conn)
+    for row in [instance, *rows]:
+        _saved(conn, row)
     return updated
