@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import DataError, IntegrityError, connection, transaction
 from django.db.transaction import TransactionManagementError
+from django.utils import timezone
 from psycopg import pq
 
 from operator_site import sql
@@ -326,3 +327,55 @@ def test_a_recorded_intent_keeps_its_history_row_and_its_one_notice(agent, setti
     )
     assert answer["status"] == "blocked", answer
     assert Notification.objects.filter(dedupe_key=f"intent-blocked:{answer['id']}", safety=True).count() == 1
+
+
+def _parsed_statements(runs: list[list[str]]) -> list[str]:
+    """The text of each statement the flights parsed (a Query's or a Parse's)."""
+    texts = []
+    for run in runs:
+        for message in run:
+            kind, _, rest = message.partition("\t")
+            if kind == "Parse":  # ' "name" "text" count types…': the text runs to the last quote
+                texts.append(rest.split('" "', 1)[-1].rsplit('"', 1)[0])
+            elif kind == "Query":
+                texts.append(rest.strip(' "'))
+    return texts
+
+
+def test_the_packets_statement_reaches_the_server_as_the_same_text_either_way(agent, owner) -> None:
+    """read_many sends its statement with PostgreSQL's own `$n` placeholders through psycopg's
+    RawCursor, except when Django logs queries (it then goes through Django's cursor with "%s"
+    placeholders, which psycopg writes as `$n`): the server receives the same text, the same
+    values and gives the same answer either way."""
+    from django.test.utils import CaptureQueriesContext
+
+    from operator_site.cross_domain import reads
+    from tests.test_reads import some_of_everything
+
+    some_of_everything(agent.principal, owner.principal)
+    now = timezone.now()
+    sent: list[str] = []
+
+    def record(execute: Any, sql_text: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append(sql_text)
+        return execute(sql_text, params, many, context)
+
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = None  # no statement prepared: every text is parsed
+    try:
+        with connection.execute_wrapper(record):
+            native, native_runs = flights(lambda: reads.context_packet(now=now))
+            with CaptureQueriesContext(connection) as logged:
+                logged_answer, logged_runs = flights(lambda: reads.context_packet(now=now))
+    finally:
+        connection.connection.prepare_threshold = threshold
+    assert native == logged_answer
+    (native_text,) = [t for t in _parsed_statements(native_runs) if "json_agg" in t]
+    (logged_text,) = [t for t in _parsed_statements(logged_runs) if "json_agg" in t]
+    assert native_text == logged_text and "$1" in native_text and "%s" not in native_text
+    # Django's execute wrappers saw both: the `$n` text (the RawCursor), then the "%s" one, which
+    # is what Django's query log holds.
+    given = [t for t in sent if "json_agg" in t]
+    assert len(given) == 2 and given[0] == native_text and "%s" in given[1] and "$1" not in given[1]
+    assert [q["sql"] for q in logged.captured_queries if "json_agg" in q["sql"]]

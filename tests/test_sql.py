@@ -588,25 +588,33 @@ def test_statements_write_only_code_constants_into_the_text() -> None:
     params = [IntentStatus.PENDING_APPROVAL, "pending_approval", 3, "%x", "2026-01-01"]
     constants = tuple((i, p) for i, p in enumerate(params) if isinstance(p, models.Choices))
     # The enumeration member is written in; the same word as a plain string (it could be input),
-    # the number, the pattern and the date stay bound: named on SQLite, "%s" on PostgreSQL.
-    text, kept, names, count = _statement(sql_text, constants, named=True)
+    # the number, the pattern and the date stay bound: named on SQLite, PostgreSQL's own `$n` for
+    # psycopg's RawCursor, "%s" where Django's cursor converts them.
+    text, kept, names, count = _statement(sql_text, constants, style="named")
     assert text == (
         "SELECT a FROM t WHERE s = 'pending_approval' AND k = %(p0)s AND n = %(p1)s "
         "AND p LIKE %(p2)s AND d < %(p3)s"
     )
     assert kept == (1, 2, 3, 4) and names == ("p0", "p1", "p2", "p3") and count == 5
-    text, kept, _, count = _statement(sql_text, constants, named=False)
+    text, kept, _, count = _statement(sql_text, constants, style="native")
+    assert (
+        text == "SELECT a FROM t WHERE s = 'pending_approval' AND k = $1 AND n = $2 AND p LIKE $3 AND d < $4"
+    )
+    assert kept == (1, 2, 3, 4) and count == 5
+    text, kept, _, count = _statement(sql_text, constants, style="format")
     assert (
         text == "SELECT a FROM t WHERE s = 'pending_approval' AND k = %s AND n = %s AND p LIKE %s AND d < %s"
     )
     assert kept == (1, 2, 3, 4) and count == 5
     # Any other "%" in the text: sent as it is.
     for other in ("SELECT %s, 100 %% 7", "SELECT %s, '%d'", "SELECT '%%s', %s"):
-        assert _statement(other, (), named=True) is None and _statement(other, (), named=False) is None
+        assert all(_statement(other, (), style=style) is None for style in ("named", "native", "format"))
     # A member whose value is not a plain word is bound like any value.
     odd = models.TextChoices("Odd", {"QUOTE": "it's"})
-    text, kept, _, _ = _statement("SELECT %s, %s", ((0, odd.QUOTE), (1, Goal.Status.ACTIVE)), named=True)
+    text, kept, _, _ = _statement("SELECT %s, %s", ((0, odd.QUOTE), (1, Goal.Status.ACTIVE)), style="named")
     assert text == "SELECT %(p0)s, 'active'" and kept == (0,)
+    text, kept, _, _ = _statement("SELECT %s, %s, %s", ((1, Goal.Status.ACTIVE),), style="native")
+    assert text == "SELECT $1, 'active', $2" and kept == (0, 2)
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's statements")

@@ -15,6 +15,16 @@ from operator_site.sql.compiled import memo
 M = TypeVar("M", bound=models.Model)
 
 
+def wrapped_cursor(conn: Any, cursor_class: type[psycopg.Cursor[Any]]) -> Any:
+    """A psycopg cursor of `cursor_class` (`ClientCursor`: values bound on the client, several
+    statements in one message; `RawCursor`: PostgreSQL's own `$1` placeholders, the text sent as
+    it is) on Django's connection, inside Django's own cursor wrapper: its error translation,
+    execute wrappers and query log. PostgreSQL only."""
+    conn.ensure_connection()
+    raw = cursor_class(conn.connection)
+    return conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
+
+
 # --- one-row lookups -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Select:
@@ -413,10 +423,8 @@ def send_with_insert(
         inserts.append(row_sql.rsplit(" RETURNING ", 1)[0])
         params += _values(row, row_fields, conn)
     params += _values(instance, fields, conn)
-    conn.ensure_connection()
-    raw = psycopg.ClientCursor(conn.connection)
-    # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
-    cursor = conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw)
+    cursor = wrapped_cursor(conn, psycopg.ClientCursor)
+    raw = cursor.cursor
     leading = [part for part in before.split(";") if part.strip()] + inserts
     with cursor:
         batch = "; ".join([*leading, sql, *([after] if after else [])])

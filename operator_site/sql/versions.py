@@ -41,6 +41,7 @@ from operator_site.sql.rows import (
     _typed,
     _values,
     insert_unless_conflict,
+    wrapped_cursor,
 )
 
 M = TypeVar("M", bound=models.Model)
@@ -106,13 +107,10 @@ def read_after_lock(
             given = zip(read.select.params, key, strict=True)
             params += [f.get_db_prep_value(value, conn) for f, value in given]
     if conn.vendor == "postgresql":
-        conn.ensure_connection()
-        raw = psycopg.ClientCursor(conn.connection)
-        # Django's own cursor wrapper around it: its error translation, execute wrappers and query log.
-        with conn.make_debug_cursor(raw) if conn.queries_logged else conn.make_cursor(raw) as cursor:
+        with wrapped_cursor(conn, psycopg.ClientCursor) as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s); " + read.sql, [lock_key(lock), *params])
-            raw.nextset()  # past the lock's (empty) result to the read's
-            rows = raw.fetchall()
+            cursor.cursor.nextset()  # past the lock's (empty) result to the read's
+            rows = cursor.cursor.fetchall()
     else:  # SQLite's write transactions already run one at a time: nothing to queue behind
         with conn.cursor() as cursor:
             cursor.execute(read.sql, params)
