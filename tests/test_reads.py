@@ -397,12 +397,19 @@ def _plain_read_many(
     lists: Any, *, counts: Any = None, maxima: Any = None, fixed_figures: Any = (), cap: int = 1000
 ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """`sql.read_many` as the plain ORM answers it: each list its queryset's instances, each count
-    `qs.count()` of at most cap + 1 rows, each maximum the first row's value."""
+    `qs.count()` of at most cap + 1 rows (a breakdown's parts each counted so), each maximum the
+    first row's value."""
+    from operator_site.sql import Breakdown
+
     found = {name: list(rows.build(*rows.args, **rows.values)) for name, rows in lists.items()}
     figures: dict[str, Any] = {}
     for build, args in [*fixed_figures, (lambda: (counts or {}, maxima or {}), ())]:
         some_counts, some_maxima = build(*args)
         for name, queryset in some_counts.items():
+            if isinstance(queryset, Breakdown):  # its total, and each part counted alone
+                for part, condition in queryset.parts.items():
+                    figures[part] = queryset.rows.filter(condition).order_by().values("pk")[: cap + 1].count()
+                queryset = queryset.rows
             figures[name] = queryset.order_by().values("pk")[: cap + 1].count()
         for name, queryset in some_maxima.items():
             first = list(queryset[:1])

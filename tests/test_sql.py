@@ -373,6 +373,48 @@ def test_capped_figures_count_up_to_the_cap() -> None:
     assert figures == {"all": 4, "safety": 3, "newest": Notification.objects.aggregate(m=Max("id"))["m"]}
 
 
+@pytest.mark.parametrize("cap", [3, 4, 5, 6, 20])
+def test_a_breakdown_counts_what_a_capped_count_of_each_part_counts(cap: int) -> None:
+    """One scan of at most cap + 1 rows, or, past the cap, each part counted on its own: either
+    way each figure equals its own capped count (5 rows: below, at and past the cap)."""
+    from django.db.models import Q
+
+    for i in range(5):
+        Notification.objects.create(kind=f"k{i % 2}", title=f"t{i}", safety=i % 2 == 0)
+    rows = Notification.objects.order_by("-id")
+    parts = {
+        "safety": Q(safety=True),
+        "k1": Q(kind="k1"),
+        "none": Q(kind="nothing"),
+        "k1_or_safety": Q(kind="k1") | Q(safety=True),
+    }
+    counts = {"alone_total": rows, **{f"alone_{name}": rows.filter(q) for name, q in parts.items()}}
+    figures = sql.capped_figures(
+        {"total": sql.Breakdown(rows, parts), **counts},
+        {"newest": Notification.objects.order_by("-id").values("id")},
+        cap=cap,
+    )
+    expected = {name: min(Notification.objects.filter(q).count(), cap + 1) for name, q in parts.items()}
+    assert {name: figures[name] for name in parts} == expected
+    assert figures["total"] == min(5, cap + 1) == figures["alone_total"]
+    assert all(figures[name] == figures[f"alone_{name}"] for name in parts)
+    assert figures["newest"] == Notification.objects.aggregate(m=Max("id"))["m"]
+
+
+def test_a_breakdown_past_its_cap_counts_each_part_on_its_own() -> None:
+    """Past the cap the scan saw only some rows: a part whose rows are mostly outside them is
+    still counted in full (up to the cap), not as the few the scan saw."""
+    from django.db.models import Q
+
+    for i in range(6):
+        Notification.objects.create(kind="old" if i < 4 else "new", title=f"t{i}")
+    newest_first = Notification.objects.order_by("-id")  # the scan of 3 rows sees "new", "new", "old"
+    figures = sql.capped_figures({"all": sql.Breakdown(newest_first, {"old": Q(kind="old")})}, {}, cap=2)
+    assert figures == {"all": 3, "old": 3}  # "old" capped at 3 on its own, not 1 from the scan
+    figures = sql.capped_figures({"all": sql.Breakdown(newest_first, {"old": Q(kind="old")})}, {}, cap=10)
+    assert figures == {"all": 6, "old": 4}
+
+
 def test_tuples_are_the_values_list(agent) -> None:
     for i in range(3):
         Notification.objects.create(kind="k", title=f"t{i}")

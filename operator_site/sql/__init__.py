@@ -26,6 +26,7 @@ from operator_site.sql.compiled import (
     tuples,
 )
 from operator_site.sql.figures import (
+    Breakdown,
     capped_figures,
 )
 from operator_site.sql.flights import (
@@ -70,6 +71,7 @@ from operator_site.sql.versions import (
 )
 
 __all__ = [
+    "Breakdown",
     "Param",
     "Rows",
     "Update",

@@ -17,7 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models import QuerySet
 
 from operator_site.sql.compiled import memo
-from operator_site.sql.figures import Part, figure_parts
+from operator_site.sql.figures import Part, figure_parts, named_figures
 from operator_site.sql.loading import attacher, loader
 from operator_site.sql.locks import _PARAM_FIELDS, Param
 from operator_site.sql.rows import wrapped_cursor
@@ -374,5 +374,5 @@ def read_many(
         name: _instances(conn, plan, text)
         for (name, (plan, _)), text in zip(plans.items(), row, strict=False)
     }
-    figures = dict(zip(names, row[len(plans) :], strict=True))
+    figures = named_figures(names, row[len(plans) :])
     return found, figures

@@ -142,7 +142,8 @@ def _clip_list(value: list[Any] | tuple[Any, ...], limit: int) -> list[Any]:
     return items
 
 
-FigureQueries = tuple[Mapping[str, QuerySet], Mapping[str, QuerySet]]
+# (counts, maxima): a count is a queryset (counted up to the cap) or a `sql.Breakdown`.
+FigureQueries = tuple[Mapping[str, QuerySet | sql.Breakdown], Mapping[str, QuerySet]]
 
 
 def scalar_figures(

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, F, IntegerField, Lookup, QuerySet, Value, When
+from django.db.models import Case, F, IntegerField, Lookup, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from beliefs.models import HIGH_STAKES_KINDS, LOW_STAKES_KINDS, Belief, WorldModelVersion
@@ -141,8 +141,12 @@ def is_proposal(intent: Intent) -> bool:
     return kind_of(intent.action_type) is not None
 
 
-def _lane_figure(lane: str) -> FigureQueries:
-    return {f"lane:{lane}": _open_tasks().filter(lane=lane).order_by()}, {}
+def _board_figures(lanes: tuple[str, ...]) -> FigureQueries:
+    """The open board's total, its counts by status and the counts of the lanes shown: one scan of
+    the open board (`sql.Breakdown`) up to the cap."""
+    parts = {f"tasks_{status}": Q(status=status) for status in Task.OPEN_STATUSES}
+    parts |= {f"lane:{lane}": Q(lane=lane) for lane in lanes}
+    return {"tasks_open": sql.Breakdown(_open_tasks(), parts)}, {}
 
 
 def _packet_figures(end: datetime) -> FigureQueries:
@@ -154,8 +158,6 @@ def _packet_figures(end: datetime) -> FigureQueries:
         "goals_under_review": Goal.objects.filter(status=Goal.Status.UNDER_REVIEW),
         "priorities": Priority.objects.filter(position__isnull=False),
         "projects": Project.objects.filter(status=Project.Status.ACTIVE),
-        "tasks_open": _open_tasks(),
-        **{f"tasks_{status}": _open_tasks().filter(status=status) for status in Task.OPEN_STATUSES},
         "decisions": Decision.objects.filter(status__in=OPEN_DECISION_STATUSES),
         "approvals": Intent.objects.filter(status=IntentStatus.PENDING_APPROVAL),
         "high_stakes_beliefs": Belief.objects.filter(status=Belief.Status.ACTIVE, kind__in=HIGH_STAKES_KINDS),
@@ -304,8 +306,7 @@ def context_packet(
         lists,
         fixed_figures=[
             (_packet_figures, (end,)),
-            # By lane: the board index (lane, status, updated_at) finds a lane's open tasks.
-            *((_lane_figure, (lane,)) for lane, _ in shown_lanes),
+            (_board_figures, (tuple(lane for lane, _ in shown_lanes),)),
         ],
         cap=COUNT_CAP,
     )
