@@ -656,3 +656,32 @@ def test_the_unacknowledged_safety_count_reads_its_partial_index() -> None:
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
         plan = " ".join(str(part) for row in cursor.fetchall() for part in row)
     assert "notification_safety_open" in plan, plan
+
+
+def test_the_boards_figures_compile_once_per_set_of_lanes_shown() -> None:
+    """The lanes shown are bound values of the board's figures; their statement is compiled once
+    per connection and set of lanes, whatever order the board shows them in."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    from operator_site.cross_domain.reads.packet import _board_figures_for
+    from operator_site.sql.figures import figure_parts, named_figures
+
+    def compile_for(lanes: list[str]) -> tuple[list[Any], list[Any]]:
+        return figure_parts({}, {}, cap=10, fixed=[_board_figures_for(lanes)], conn=connection)
+
+    connection = connections[DEFAULT_DB_ALIAS]
+    connection.ensure_connection()
+    memo = connection.__dict__.setdefault("operator_memo", {})
+    first = compile_for(["b", "a", "c"])
+    kept = len(memo)
+    assert compile_for(["c", "a", "b"]) == first and len(memo) == kept
+    compile_for(["a", "b"])
+    assert len(memo) == kept + 1
+    names = first[0][0]
+    assert names[0] == "tasks_open" and set(names[-3:]) == {"lane:a", "lane:b", "lane:c"}
+    # The figures read for a permutation are the same figures, by name.
+    with connection.cursor() as cursor:
+        ((sql_text, params),) = first[1]
+        cursor.execute(f"SELECT {sql_text}", list(params))
+        figures = named_figures(first[0], cursor.fetchone())
+    assert figures == {name: 0 for name in names}
