@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from operator_site.sql.compiled import memo
@@ -70,20 +70,6 @@ def named_figures(names: Sequence[FigureName], values: Sequence[Any]) -> dict[st
 
 # A scalar subquery and its parameters.
 Part = tuple[str, tuple[Any, ...]]
-
-
-def select_scalars(conn: Any, statements: list[list[Part]]) -> list[Any]:
-    """The value of every scalar subquery, each inner list read as one `SELECT (a), (b), …`, all
-    from one snapshot (one transaction; a caller's own when there is one). Returns the values in
-    order, flattened."""
-    values: list[Any] = []
-    with transaction.atomic(using=conn.alias, savepoint=False), conn.cursor() as cursor:
-        for parts in statements:
-            if parts:
-                params = [p for _, ps in parts for p in ps]
-                cursor.execute("SELECT " + ", ".join(sql for sql, _ in parts), params)
-                values += cursor.fetchone()
-    return values
 
 
 def figure_parts(

@@ -282,7 +282,9 @@ def _statement(
 
 
 def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
-    """`select_scalars`, each statement prepared once per connection and shape:
+    """The value of every scalar subquery, each inner list read as one `SELECT (a), (b), …`, all
+    from one snapshot (one transaction; a caller's own when there is one), flattened in order;
+    each statement prepared once per connection and shape:
 
     - Constants of the code (members of a `Choices` enumeration: a status, a kind) are written
       into the text, as `InConstants` does for the open board. A planner that sees a bound value
