@@ -253,6 +253,14 @@ class Notification(models.Model):
                 condition=Q(safety=True, acknowledged_at__isnull=True),
                 name="notification_safety_open",
             ),
+            # The safety notices not delivered yet: what every delivery run's escalation check and
+            # the dashboard's banner look for (`notifications.overdue_safety_notices`). A partial
+            # index, so that check reads those few, not every notice ever delivered.
+            models.Index(
+                fields=["id"],
+                condition=Q(safety=True) & ~Q(state="delivered"),
+                name="notification_safety_unsent",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -975,3 +975,117 @@ def test_a_list_compiled_per_call_reuses_its_plan_with_this_calls_values(agent) 
 
 def _directives_by_id(ids: tuple[int, ...]) -> Any:
     return Directive.objects.filter(id__in=list(ids)).order_by("id")
+
+
+def _notifications_due(limit: int, now: Any) -> Any:
+    return (
+        Notification.objects.filter(next_attempt_at__lte=now)
+        .order_by("id")
+        .values_list("id", "title")[:limit]
+    )
+
+
+def test_tuples_bind_their_values_on_every_call(agent) -> None:
+    now = timezone.now()
+    for i in range(4):
+        Notification.objects.create(kind="k", title=f"t{i}", next_attempt_at=now + timedelta(minutes=i))
+    for at in (now - timedelta(minutes=1), now, now + timedelta(minutes=2), now + timedelta(hours=1)):
+        with CaptureQueriesContext(connection) as queries:
+            got = sql.tuples(_notifications_due, 3, now=at)
+        assert got == list(_notifications_due(3, at)) and len(queries) == 1
+    assert [
+        len(sql.tuples(_notifications_due, 3, now=now + timedelta(minutes=m))) for m in (-1, 0, 2, 9)
+    ] == [
+        0,
+        1,
+        3,
+        3,
+    ]
+    with pytest.raises(TypeError):
+        sql.tuples(_notifications_due, 3, now=[now])  # a list is no bound value
+
+
+def _claimable(notice_id: Any, now: Any) -> Any:
+    """What the deliverer claims: the notice, if it is due (pending and its time has come, or
+    being sent under a claim that lapsed)."""
+    from django.db.models import Q
+
+    due = Q(state="pending", next_attempt_at__lte=now) | Q(state="sending", claimed_until__lt=now)
+    return Notification.objects.filter(Q(id=notice_id) & due)
+
+
+def test_update_returning_is_the_orm_update_and_the_rows_it_changed(agent) -> None:
+    now = timezone.now()
+    due = Notification.objects.create(kind="k", title="due", next_attempt_at=now - timedelta(seconds=1))
+    later = Notification.objects.create(kind="k", title="later", next_attempt_at=now + timedelta(hours=1))
+    lapsed = Notification.objects.create(
+        kind="k",
+        title="lapsed",
+        state="sending",
+        claimed_until=now - timedelta(seconds=1),
+        channels=["email"],
+    )
+    held = Notification.objects.create(
+        kind="k", title="held", state="sending", claimed_until=now + timedelta(hours=1)
+    )
+    until = now + timedelta(minutes=2)
+    changes = {
+        "state": "sending",
+        "claimed_until": until,
+        "claim": "token-1",
+        "channels": ["email", "webhook"],
+    }
+    for notice in (due, later, lapsed, held):
+        with CaptureQueriesContext(connection) as queries:
+            got = sql.update_returning(_claimable, changes, notice_id=notice.id, now=now)
+        assert len(queries) == 1
+        if notice in (later, held):  # not claimable: nothing changed, nothing returned
+            assert got == []
+            assert _fields(Notification.objects.get(id=notice.id)) == _fields(notice)
+            continue
+        # The row as it is after the update, every field converted as the ORM converts it.
+        assert len(got) == 1 and type(got[0]) is Notification
+        assert _fields(got[0]) == _fields(Notification.objects.get(id=notice.id))
+        assert (got[0].claim, got[0].claimed_until, got[0].channels) == (
+            "token-1",
+            until,
+            ["email", "webhook"],
+        )
+        # Claimed once: the same call again finds it taken.
+        assert sql.update_returning(_claimable, changes, notice_id=notice.id, now=now) == []
+    # What the ORM's own update would have done, on a fresh pair of rows.
+    one = Notification.objects.create(kind="k", title="one", next_attempt_at=now - timedelta(seconds=1))
+    two = Notification.objects.create(kind="k", title="two", next_attempt_at=now - timedelta(seconds=1))
+    sql.update_returning(_claimable, changes, notice_id=one.id, now=now)
+    _claimable(two.id, now).update(**changes)
+    first, second = Notification.objects.get(id=one.id), Notification.objects.get(id=two.id)
+    assert {
+        k: v for k, v in _fields(first).items() if k not in ("id", "title", "created_at", "next_attempt_at")
+    } == {
+        k: v for k, v in _fields(second).items() if k not in ("id", "title", "created_at", "next_attempt_at")
+    }
+    with pytest.raises(TypeError):
+        sql.update_returning(lambda notice_id: _claimable(notice_id, now), changes, notice_id=1)  # a closure
+    for builder in (_progress_with_its_day, _progress_ranked, _all_notifications):
+        with pytest.raises(ValueError, match="one model's own columns"):
+            sql.update_returning(builder, {"summary": "x"}, since=now)
+
+
+def _all_notifications(since: Any) -> Any:
+    return Notification.objects.all()
+
+
+def test_in_constants_writes_plain_words_into_the_text() -> None:
+    from django.db.models import F, Q
+
+    for i, state in enumerate(("pending", "held", "delivered")):
+        Notification.objects.create(kind="k", title=f"t{i}", state=state)
+    one = Notification.objects.filter(sql.InConstants(F("state"), [Notification.State.HELD]))
+    many = Notification.objects.filter(~Q(sql.InConstants(F("state"), ["held", "delivered"])))
+    assert [n.title for n in one] == ["t1"] and [n.title for n in many] == ["t0"]
+    text, params = one.query.sql_with_params()
+    assert "= 'held'" in text and "held" not in [str(p) for p in params]
+    assert "IN ('held', 'delivered')" in many.query.sql_with_params()[0]
+    for words in ([], ["held'); DROP TABLE x; --"], ["Held"], [1]):
+        with pytest.raises(ValueError, match="plain words"):
+            list(Notification.objects.filter(sql.InConstants(F("state"), words)))

@@ -21,6 +21,7 @@ from operator_site.sql.bearer import (
     principal_and_count,
 )
 from operator_site.sql.compiled import (
+    Param,
     compiled,
     memo,
     tuples,
@@ -33,8 +34,8 @@ from operator_site.sql.flights import (
     insert_with_commit,
     write_transaction,
 )
+from operator_site.sql.literals import InConstants
 from operator_site.sql.locks import (
-    Param,
     advisory_xact_lock,
     instances,
     lock_key,
@@ -42,6 +43,7 @@ from operator_site.sql.locks import (
     ping,
     probe,
     take_budget_slot,
+    update_returning,
 )
 from operator_site.sql.many import (
     Rows,
@@ -72,6 +74,7 @@ from operator_site.sql.versions import (
 
 __all__ = [
     "Breakdown",
+    "InConstants",
     "Param",
     "Rows",
     "Update",
@@ -104,6 +107,7 @@ __all__ = [
     "rows_where",
     "take_budget_slot",
     "tuples",
+    "update_returning",
     "update_rows",
     "write_transaction",
 ]

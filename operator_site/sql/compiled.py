@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from datetime import date, datetime
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.models import QuerySet
 
 T = TypeVar("T")
+
+
+class Param(models.Expression):
+    """A named parameter of a statement compiled once (`instances`): compiled as a placeholder, bound
+    on every call to that call's value, prepared by `output_field` as the ORM prepares it."""
+
+    def __init__(self, name: str, output_field: models.Field) -> None:
+        super().__init__(output_field=output_field)
+        self.name = name
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        return "%s", [self]
+
+
+_PARAM_FIELDS: dict[type, Callable[[], models.Field]] = {
+    datetime: models.DateTimeField,
+    date: models.DateField,
+    bool: models.BooleanField,
+    int: models.BigIntegerField,
+    str: models.TextField,
+}
 
 
 # --- compiled once per connection ------------------------------------------------------------------
@@ -37,8 +59,7 @@ def compiled(build: Callable[..., QuerySet[Any]], *args: Hashable) -> tuple[str,
     The key is the builder and its arguments, nothing written by hand: `build` must be a plain
     function of its arguments (no closure, no partial), so the SQL cannot depend on anything the key
     does not hold. Only constants of the code and `args` may shape the queryset."""
-    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
-        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
+    check_builder(build)
 
     def make(conn: Any) -> tuple[str, tuple[Any, ...]]:
         queryset = build(*args)
@@ -48,10 +69,50 @@ def compiled(build: Callable[..., QuerySet[Any]], *args: Hashable) -> tuple[str,
     return memo(("compiled", build, args), make)
 
 
-def tuples(build: Callable[..., QuerySet[Any]], *args: Hashable) -> list[tuple[Any, ...]]:
-    """The rows of `build(*args)` — a `values_list` of plain integer and text columns, which need no
-    converter — as tuples, compiled once per connection (`compiled`)."""
-    sql, params = compiled(build, *args)
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute(sql, params)
+def check_builder(build: Callable[..., Any]) -> None:
+    """A builder is a plain function of its arguments (no closure, no partial): the statement
+    compiled from it may then be kept under the builder and its arguments' key."""
+    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
+        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
+
+
+def params_for(values: dict[str, Any]) -> tuple[tuple[str, type], ...]:
+    """The (name, type) of each value a statement binds on every call: with the builder, the key of
+    its compiled text (a `Param` prepares its value as the field of that type does)."""
+    types = tuple((name, type(value)) for name, value in values.items())
+    for name, kind in types:
+        if kind not in _PARAM_FIELDS:
+            raise TypeError(f"{name}: a bound value is one of {sorted(t.__name__ for t in _PARAM_FIELDS)}")
+    return types
+
+
+def bind(params: tuple[Any, ...], values: dict[str, Any], conn: Any) -> list[Any]:
+    """The compiled parameters with each `Param` replaced by this call's value, prepared by its field."""
+    return [
+        p.output_field.get_db_prep_value(values[p.name], conn) if isinstance(p, Param) else p for p in params
+    ]
+
+
+def tuples(build: Callable[..., QuerySet[Any]], *args: Hashable, **values: Any) -> list[tuple[Any, ...]]:
+    """The rows of `build(*args, **values)` — a `values_list` of plain integer and text columns,
+    which need no converter — as tuples, compiled once per connection: `args` shape the statement
+    (they are part of its key, as in `compiled`); each of `values` reaches the builder as a `Param`
+    and is bound on every call (a time, an id: a new value compiles nothing)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if values:
+        check_builder(build)
+        types = params_for(values)
+
+        def make(c: Any) -> tuple[str, tuple[Any, ...]]:
+            params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
+            sql, compiled_params = build(*args, **params).query.get_compiler(connection=c).as_sql()
+            return sql, tuple(compiled_params)
+
+        sql, params = memo(("tuples", build, args, types), make)
+        bound = bind(params, values, conn)
+    else:
+        sql, params = compiled(build, *args)
+        bound = list(params)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, bound)
         return [tuple(row) for row in cursor.fetchall()]

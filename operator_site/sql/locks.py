@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from datetime import date, datetime
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import QuerySet
 
-from operator_site.sql.compiled import memo
+from operator_site.sql.compiled import _PARAM_FIELDS, Param, bind, check_builder, memo, params_for
 from operator_site.sql.loading import loader
 from operator_site.sql.rows import _columns, _converted
 
@@ -70,27 +69,6 @@ def take_budget_slot(kind: str, hour: int, cap: int) -> int | None:
     return None if row is None else row[0]
 
 
-class Param(models.Expression):
-    """A named parameter of a statement compiled once (`instances`): compiled as a placeholder, bound
-    on every call to that call's value, prepared by `output_field` as the ORM prepares it."""
-
-    def __init__(self, name: str, output_field: models.Field) -> None:
-        super().__init__(output_field=output_field)
-        self.name = name
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        return "%s", [self]
-
-
-_PARAM_FIELDS: dict[type, Callable[[], models.Field]] = {
-    datetime: models.DateTimeField,
-    date: models.DateField,
-    bool: models.BooleanField,
-    int: models.BigIntegerField,
-    str: models.TextField,
-}
-
-
 def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
     """The model instances of `build(**values)` — a queryset of one model, as the ORM defines it —
     its SQL compiled once per connection: `build` receives a `Param` for each value (so the rule
@@ -99,10 +77,9 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
     them — its converters, then `Model.from_db`'s instance (`loading.loader`) — which costs a
     third of what `QuerySet.raw` spent resolving its columns and converters on every call.
     tests/test_sql.py compares it with the ORM."""
-    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
-        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
+    check_builder(build)
     conn = connections[DEFAULT_DB_ALIAS]
-    types = tuple((name, type(value)) for name, value in values.items())
+    types = params_for(values)
 
     def make(c: Any) -> tuple[type[M], str, tuple[Any, ...], tuple[Any, ...]]:
         params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
@@ -117,11 +94,59 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
         return model, sql, tuple(compiled_params), _columns(c, model, "t")[2]
 
     model, sql, params, converters = memo(("instances", build, types), make)
-    bound = [
-        p.output_field.get_db_prep_value(values[p.name], conn) if isinstance(p, Param) else p for p in params
-    ]
     with conn.cursor() as cursor:
-        cursor.execute(sql, bound)
+        cursor.execute(sql, bind(params, values, conn))
+        rows = cursor.fetchall()
+    make_instance = loader(model)
+    return [make_instance(conn.alias, _converted(conn, converters, row)) for row in rows]
+
+
+def update_returning(build: Callable[..., QuerySet[M]], changes: dict[str, Any], **values: Any) -> list[M]:
+    """`build(**values).update(**changes)`, and the rows it changed as they are after it (every
+    column, `RETURNING`): a conditional update and the read of what it changed in ONE statement —
+    one round trip, and no moment between them for another writer. The condition is written once,
+    in the ORM (`build` receives a `Param` for each value, as in `instances`), on the updated
+    table's own columns: no join and no subquery, so a row another transaction changed meanwhile is
+    checked again against its new version (PostgreSQL re-evaluates the condition of an UPDATE on
+    the row it waited for; a subquery's rows it would not). Compiled once per connection, builder,
+    value types and changed fields; each change is prepared by its model field, as
+    `QuerySet.update` prepares it. tests/test_sql.py compares it with the ORM."""
+    check_builder(build)
+    conn = connections[DEFAULT_DB_ALIAS]
+    types = params_for(values)
+    names = tuple(changes)
+
+    def make(c: Any) -> tuple[type[M], str, tuple[Any, ...], tuple[Any, ...], tuple[models.Field, ...]]:
+        params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
+        queryset = build(**params)
+        query = queryset.query
+        model, meta = queryset.model, queryset.model._meta
+        if (
+            len(query.alias_map) != 1
+            or query.select_related
+            or query.annotations
+            or query.extra
+            or query.values_select
+            or query.is_sliced
+            or not query.where
+        ):
+            raise ValueError("update_returning() takes a condition on one model's own columns, nothing else")
+        compiler = query.get_compiler(connection=c)
+        where, where_params = compiler.compile(query.where)
+        quote = c.ops.quote_name
+        table = quote(meta.db_table)
+        fields = tuple(meta.get_field(name) for name in names)
+        sets = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+        columns, _attnames, converters = _columns(c, model, table)
+        # Identifiers from the model's metadata, the condition compiled by the ORM; every value is a
+        # parameter.
+        sql = f"UPDATE {table} SET {sets} WHERE {where} RETURNING {columns}"  # noqa: S608
+        return model, sql, tuple(where_params), converters, fields
+
+    model, sql, params, converters, fields = memo(("update_returning", build, types, names), make)
+    given = [field.get_db_prep_save(changes[field.name], conn) for field in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, given + bind(params, values, conn))
         rows = cursor.fetchall()
     make_instance = loader(model)
     return [make_instance(conn.alias, _converted(conn, converters, row)) for row in rows]

@@ -16,10 +16,9 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models import QuerySet
 
-from operator_site.sql.compiled import memo
+from operator_site.sql.compiled import _PARAM_FIELDS, Param, check_builder, memo
 from operator_site.sql.figures import Part, figure_parts, named_figures
 from operator_site.sql.loading import attacher, loader
-from operator_site.sql.locks import _PARAM_FIELDS, Param
 from operator_site.sql.rows import wrapped_cursor
 
 
@@ -172,14 +171,9 @@ def _placeholders(shape: tuple[tuple[Any, ...], ...]) -> dict[str, Any]:
     return params
 
 
-def _check_builder(build: Callable[..., Any]) -> None:
-    if getattr(build, "__closure__", None) or not hasattr(build, "__code__"):
-        raise TypeError(f"{build!r}: a builder is a plain function of its arguments (no closure)")
-
-
 def _list_plan_of(conn: Any, rows: Rows) -> tuple[_ListPlan, tuple[Any, ...] | list[Any]]:
     """The list's plan (compiled once per connection and shape) and this call's parameters."""
-    _check_builder(rows.build)
+    check_builder(rows.build)
     if not rows.values:
         plan = memo(("read_many", rows.build, rows.args), lambda c: _list_plan(c, rows.build(*rows.args)))
         return plan, plan.params

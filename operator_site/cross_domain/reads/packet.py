@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, F, IntegerField, Lookup, Q, QuerySet, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from beliefs.models import HIGH_STAKES_KINDS, LOW_STAKES_KINDS, Belief, WorldModelVersion
@@ -55,32 +54,10 @@ PRIORITY_RANK = Case(
 )
 
 
-class InConstants(Lookup):
-    """`field IN ('a', 'b')` with the values written into the SQL rather than bound as parameters.
-
-    A partial index (`task_open_recent`: open tasks by `updated_at`) is usable only when the query's
-    condition provably implies the index's; SQLite cannot prove it for bound parameters (it plans
-    the statement before seeing them) and falls back to reading the whole history. The values are
-    constants of the code (checked to be plain words), never input.
-    """
-
-    lookup_name = "in_constants"
-    prepare_rhs = False
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        lhs, params = self.process_lhs(compiler, connection)
-        if not self.rhs or not all(isinstance(v, str) and _WORD.fullmatch(v) for v in self.rhs):
-            raise ValueError("InConstants takes a non-empty list of plain words")
-        return f"{lhs} IN ({', '.join(repr(v) for v in self.rhs)})", list(params)
-
-
-_WORD = re.compile(r"[a-z][a-z_-]*")
-
-
 def _open_tasks() -> QuerySet:
     """Open tasks, newest update first: the condition and the order of the partial index
     `task_open_recent`, so the database reads the open board, not the history of finished tasks."""
-    return Task.objects.filter(InConstants(F("status"), list(Task.OPEN_STATUSES))).order_by("-updated_at")
+    return Task.objects.filter(sql.InConstants(F("status"), list(Task.OPEN_STATUSES))).order_by("-updated_at")
 
 
 def _board_window(task_window: int) -> QuerySet:
