@@ -93,8 +93,8 @@ def refused_in_identifier(ch: str) -> bool:
     return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
 
 
-# One pass of a compiled character class finds every hidden character (a per-character Python loop is
-# ~50x slower on long bodies). The classes are built from the rules above on first use, in one scan of
+# One pass of a compiled pattern finds every hidden character (a per-character Python loop is ~50x
+# slower on long bodies). The classes are built from the rules above on first use, in one scan of
 # the code space (~0.15 s, once per process), so they always match this Python's Unicode database.
 @functools.cache
 def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -118,11 +118,24 @@ def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
         elif (cat == "Zs" and code != 0x20) or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
             add(refused, code)
 
-    def compiled(ranges: list[list[int]]) -> re.Pattern[str]:
+    def chars(ranges: list[list[int]]) -> str:
         parts = "".join(
             re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges
         )
-        return re.compile(f"[{parts}]")
+        return f"[{parts}]"
+
+    def compiled(ranges: list[list[int]]) -> re.Pattern[str]:
+        # Python's `re` tests a class holding any code point past U+FFFF range by range (hundreds of
+        # ranges: ~0.4 µs a character); a class of the BMP alone becomes a bitmap (one lookup). So:
+        # the BMP part as a bitmap, and for a character past U+FFFF — one comparison rules the rest
+        # out — the check against its own ranges, after it. The same characters match (tests
+        # compare every code point); a 600-character notice is scanned ~24x faster.
+        bmp = [[a, min(b, 0xFFFF)] for a, b in ranges if a <= 0xFFFF]
+        astral = [[max(a, 0x10000), b] for a, b in ranges if b > 0xFFFF]
+        pattern = chars(bmp) if bmp else "(?!)"
+        if astral:
+            pattern += f"|[\U00010000-\U0010ffff](?<={chars(astral)})"
+        return re.compile(pattern)
 
     return compiled(hidden), compiled(refused)
 

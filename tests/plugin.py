@@ -64,6 +64,8 @@ SLOW_FILES = frozenset(
 # loaded; they still run in the full suite (`python3 manage.py runtests`, CI).
 SLOW_TESTS = frozenset(
     {
+        # Every code point (1.1 million) against the hidden-character rules, twice (~3.5 s).
+        "tests/test_display.py::test_the_compiled_patterns_match_exactly_the_characters_the_rules_name",
         # A real executor process held past its real 30 s threshold, then SIGKILLed (~38 s).
         "tests/security/test_17_run_lock.py::test_a_killed_executor_gives_the_lock_back_within_its_short_threshold",
         # A reader and a writer connection racing, up to a 20 s deadline (~13-16 s).

@@ -37,6 +37,26 @@ def test_which_characters_are_hidden(ch: str, hidden: bool) -> None:
     assert display.has_hidden(f"a{ch}b") is hidden
 
 
+def test_the_compiled_patterns_match_exactly_the_characters_the_rules_name() -> None:
+    """Every code point: the compiled patterns (a BMP bitmap, then the check of a character past
+    U+FFFF against its own ranges) decide as `is_hidden` and `refused_in_identifier` do, alone and
+    found in running text (one string of every code point, so each match is tried after all kinds
+    of neighbours, in one pass as a notice body is scanned)."""
+    hidden, refused = display._classes()
+    every = [chr(code) for code in range(0x110000)]
+    assert [bool(hidden.fullmatch(ch)) for ch in every] == [display.is_hidden(ch) for ch in every]
+    assert [bool(refused.fullmatch(ch)) for ch in every] == [
+        display.refused_in_identifier(ch) for ch in every
+    ]
+    text = "".join(every)
+    assert [m.start() for m in hidden.finditer(text)] == [
+        i for i, ch in enumerate(every) if display.is_hidden(ch)
+    ]
+    assert [m.start() for m in refused.finditer(text)] == [
+        i for i, ch in enumerate(every) if display.refused_in_identifier(ch)
+    ]
+
+
 def test_identifiers_are_stricter_and_the_refusal_names_the_character() -> None:
     for ch in ("\n", "\t", "\u00a0", "\ufe0f", "\u202e"):
         problem = display.identifier_problem(f"ab{ch}c")
