@@ -252,3 +252,39 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, every: 
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(every)
+
+
+def plan_of(queryset: Any) -> str:
+    """The plan the database makes for `queryset`, as one line of text; on PostgreSQL the generic
+    plan of the statement prepared (what a prepared statement reaches after a few executions: made
+    for any value of its parameters), with sequential scans priced out, so that only an index that
+    can answer is used (a tiny test table would be scanned anyway)."""
+    import re
+    from datetime import datetime
+
+    from django.db import transaction
+    from psycopg.sql import Literal
+
+    sql, params = queryset.query.sql_with_params()
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            return " ".join(str(part) for row in cursor.fetchall() for part in row)
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        types = {datetime: "timestamptz", bool: "boolean", int: "bigint", str: "text"}
+        kinds = [next(t for k, t in types.items() if isinstance(p, k)) for p in params]
+        numbered = iter(range(1, len(params) + 1))
+        text = re.sub("%s", lambda _m: f"${next(numbered)}", sql)
+        declared = f" ({', '.join(kinds)})" if kinds else ""
+        cursor.execute(f"PREPARE plan_probe{declared} AS {text}")
+        try:
+            # EXECUTE's arguments are a utility statement's: written in, not bound.
+            raw = connection.connection
+            values = ", ".join(
+                f"{Literal(str(p)).as_string(raw)}::{k}" for p, k in zip(params, kinds, strict=True)
+            )
+            cursor.execute(f"EXPLAIN EXECUTE plan_probe{f'({values})' if values else ''}")
+            return " ".join(str(part) for row in cursor.fetchall() for part in row)
+        finally:
+            cursor.execute("DEALLOCATE plan_probe")

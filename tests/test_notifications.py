@@ -9,7 +9,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,7 +21,7 @@ from django.utils import timezone
 from intents.directives import clear_directives, set_directive
 from operator_site import notifications, revert_links
 from operator_site.models import Notification, Principal
-from tests.fixtures import wait_until
+from tests.fixtures import plan_of, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -427,39 +427,6 @@ def test_a_burst_bigger_than_one_run_is_all_delivered_by_one_kick(background, se
     assert runs == [5, 5, 2]
 
 
-def _plan_of(queryset: Any) -> str:
-    """The plan the database makes for `queryset`; on PostgreSQL the generic plan of the statement
-    prepared (what a prepared statement reaches after a few executions: made for any value of its
-    parameters), with sequential scans priced out, so only an index that can answer is used."""
-    import re
-
-    sql, params = queryset.query.sql_with_params()
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor != "postgresql":
-            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
-            return " ".join(str(part) for row in cursor.fetchall() for part in row)
-        numbered = iter(range(1, len(params) + 1))
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        types = {datetime: "timestamptz", bool: "boolean", int: "bigint", str: "text"}
-        kinds = [next(t for k, t in types.items() if isinstance(p, k)) for p in params]
-        declared = ", ".join(kinds)
-        text = re.sub("%s", lambda _m: f"${next(numbered)}", sql)
-        cursor.execute(f"PREPARE plan_probe ({declared}) AS {text}")
-        try:
-            from psycopg.sql import Literal
-
-            # EXECUTE's arguments are a utility statement's: written in, not bound.
-            raw = connection.connection
-            values = ", ".join(
-                f"{Literal(str(p)).as_string(raw)}::{k}" for p, k in zip(params, kinds, strict=True)
-            )
-            cursor.execute(f"EXPLAIN EXECUTE plan_probe({values})")
-            return " ".join(str(part) for row in cursor.fetchall() for part in row)
-        finally:
-            cursor.execute("DEALLOCATE plan_probe")
-
-
 def test_the_escalation_check_reads_only_undelivered_safety_notices() -> None:
     """Every delivery run (and the dashboard) looks for overdue safety notices. It must read the
     partial index of undelivered safety notices (`notification_safety_unsent`), not every notice
@@ -477,10 +444,10 @@ def test_the_escalation_check_reads_only_undelivered_safety_notices() -> None:
     overdue = notifications.overdue_safety_notices(now)
     assert set(overdue.values_list("id", flat=True)) == {late.id, refused.id}
     assert ordinary.id not in overdue.values_list("id", flat=True)
-    plan = _plan_of(overdue.filter(escalated_at__isnull=True)[:50])  # a delivery run's check
+    plan = plan_of(overdue.filter(escalated_at__isnull=True)[:50])  # a delivery run's check
     assert "notification_safety_unsent" in plan, plan
     # The dashboard's banner (those not acknowledged): either partial index holds only open ones.
-    plan = _plan_of(overdue.filter(acknowledged_at__isnull=True))
+    plan = plan_of(overdue.filter(acknowledged_at__isnull=True))
     assert "notification_safety_unsent" in plan or "notification_safety_open" in plan, plan
 
 

@@ -642,19 +642,11 @@ async def test_an_observations_text_is_never_a_confirmation_quote(owner, agent) 
 def test_the_unacknowledged_safety_count_reads_its_partial_index() -> None:
     """The packet's count of unacknowledged safety notices goes through `notification_safety_open`
     (the notices still open), not through every notice ever sent."""
-    from django.db import transaction
-
     from operator_site.models import Notification
+    from tests.fixtures import plan_of
 
     queryset = Notification.objects.filter(safety=True, acknowledged_at__isnull=True).values("pk")[:1001]
-    sql, params = queryset.query.sql_with_params()
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table would be scanned anyway
-            cursor.execute(f"EXPLAIN {sql}", params)
-        else:
-            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
-        plan = " ".join(str(part) for row in cursor.fetchall() for part in row)
+    plan = plan_of(queryset)
     assert "notification_safety_open" in plan, plan
 
 

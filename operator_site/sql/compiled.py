@@ -53,20 +53,24 @@ def memo(key: Hashable, make: Callable[[Any], T]) -> T:
         return value
 
 
-def compiled(build: Callable[..., QuerySet[Any]], *args: Hashable) -> tuple[str, tuple[Any, ...]]:
-    """The SQL and parameters of `build(*args)`, compiled by the ORM once per connection.
+def compiled(
+    build: Callable[..., QuerySet[Any]], *args: Hashable, **values: Any
+) -> tuple[str, tuple[Any, ...]]:
+    """The SQL and parameters of `build(*args, **values)`, compiled by the ORM once per connection.
 
-    The key is the builder and its arguments, nothing written by hand: `build` must be a plain
-    function of its arguments (no closure, no partial), so the SQL cannot depend on anything the key
-    does not hold. Only constants of the code and `args` may shape the queryset."""
+    The key is the builder, its arguments and the types of `values`, nothing written by hand: `build`
+    must be a plain function of its arguments (no closure, no partial), so the SQL cannot depend on
+    anything the key does not hold. Only constants of the code and `args` may shape the queryset;
+    each of `values` reaches the builder as a `Param` (left in the parameters for `bind`)."""
     check_builder(build)
+    types = params_for(values)
 
     def make(conn: Any) -> tuple[str, tuple[Any, ...]]:
-        queryset = build(*args)
+        queryset = build(*args, **as_params(types))
         sql, params = queryset.query.get_compiler(connection=conn).as_sql()
         return sql, tuple(params)
 
-    return memo(("compiled", build, args), make)
+    return memo(("compiled", build, args, types), make)
 
 
 def check_builder(build: Callable[..., Any]) -> None:
@@ -86,6 +90,16 @@ def params_for(values: dict[str, Any]) -> tuple[tuple[str, type], ...]:
     return types
 
 
+def param(name: str, kind: type) -> Param:
+    """The placeholder of a value of type `kind` (one of `params_for`'s types)."""
+    return Param(name, _PARAM_FIELDS[kind]())
+
+
+def as_params(types: tuple[tuple[str, type], ...]) -> dict[str, Param]:
+    """A builder's keyword arguments: a `Param` for each (name, type) of `params_for`."""
+    return {name: param(name, kind) for name, kind in types}
+
+
 def bind(params: tuple[Any, ...], values: dict[str, Any], conn: Any) -> list[Any]:
     """The compiled parameters with each `Param` replaced by this call's value, prepared by its field."""
     return [
@@ -99,20 +113,7 @@ def tuples(build: Callable[..., QuerySet[Any]], *args: Hashable, **values: Any) 
     (they are part of its key, as in `compiled`); each of `values` reaches the builder as a `Param`
     and is bound on every call (a time, an id: a new value compiles nothing)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    if values:
-        check_builder(build)
-        types = params_for(values)
-
-        def make(c: Any) -> tuple[str, tuple[Any, ...]]:
-            params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
-            sql, compiled_params = build(*args, **params).query.get_compiler(connection=c).as_sql()
-            return sql, tuple(compiled_params)
-
-        sql, params = memo(("tuples", build, args, types), make)
-        bound = bind(params, values, conn)
-    else:
-        sql, params = compiled(build, *args)
-        bound = list(params)
+    sql, params = compiled(build, *args, **values)
     with conn.cursor() as cursor:
-        cursor.execute(sql, bound)
+        cursor.execute(sql, bind(params, values, conn))
         return [tuple(row) for row in cursor.fetchall()]

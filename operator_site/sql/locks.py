@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import QuerySet
 
-from operator_site.sql.compiled import _PARAM_FIELDS, Param, bind, check_builder, memo, params_for
+from operator_site.sql.compiled import as_params, bind, check_builder, memo, params_for
 from operator_site.sql.loading import loader
 from operator_site.sql.rows import _columns, _converted
 
@@ -82,8 +82,7 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
     types = params_for(values)
 
     def make(c: Any) -> tuple[type[M], str, tuple[Any, ...], tuple[Any, ...]]:
-        params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
-        queryset = build(**params)
+        queryset = build(**as_params(types))
         query = queryset.query
         if query.select_related or query.annotations or query.extra or query.values_select:
             raise ValueError("instances() takes a queryset of one model's rows, nothing joined or added")
@@ -94,8 +93,13 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
         return model, sql, tuple(compiled_params), _columns(c, model, "t")[2]
 
     model, sql, params, converters = memo(("instances", build, types), make)
+    return _built(conn, model, converters, sql, bind(params, values, conn))
+
+
+def _built(conn: Any, model: type[M], converters: tuple[Any, ...], sql: str, params: list[Any]) -> list[M]:
+    """The rows `sql` reads (every concrete column of `model`, in its order), as the ORM builds them."""
     with conn.cursor() as cursor:
-        cursor.execute(sql, bind(params, values, conn))
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     make_instance = loader(model)
     return [make_instance(conn.alias, _converted(conn, converters, row)) for row in rows]
@@ -117,8 +121,7 @@ def update_returning(build: Callable[..., QuerySet[M]], changes: dict[str, Any],
     names = tuple(changes)
 
     def make(c: Any) -> tuple[type[M], str, tuple[Any, ...], tuple[Any, ...], tuple[models.Field, ...]]:
-        params = {name: Param(name, _PARAM_FIELDS[kind]()) for name, kind in types}
-        queryset = build(**params)
+        queryset = build(**as_params(types))
         query = queryset.query
         model, meta = queryset.model, queryset.model._meta
         if (
@@ -145,11 +148,7 @@ def update_returning(build: Callable[..., QuerySet[M]], changes: dict[str, Any],
 
     model, sql, params, converters, fields = memo(("update_returning", build, types, names), make)
     given = [field.get_db_prep_save(changes[field.name], conn) for field in fields]
-    with conn.cursor() as cursor:
-        cursor.execute(sql, given + bind(params, values, conn))
-        rows = cursor.fetchall()
-    make_instance = loader(model)
-    return [make_instance(conn.alias, _converted(conn, converters, row)) for row in rows]
+    return _built(conn, model, converters, sql, given + bind(params, values, conn))
 
 
 def probe() -> None:

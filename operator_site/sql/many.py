@@ -16,7 +16,7 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.models import QuerySet
 
-from operator_site.sql.compiled import _PARAM_FIELDS, Param, check_builder, memo
+from operator_site.sql.compiled import Param, check_builder, memo, param
 from operator_site.sql.figures import Part, figure_parts, named_figures
 from operator_site.sql.loading import attacher, loader
 from operator_site.sql.rows import wrapped_cursor
@@ -165,9 +165,9 @@ def _placeholders(shape: tuple[tuple[Any, ...], ...]) -> dict[str, Any]:
     for name, kind, *more in shape:
         if kind is tuple:
             length, item = more
-            params[name] = tuple(Param(f"{name}[{i}]", _PARAM_FIELDS[item]()) for i in range(length))
+            params[name] = tuple(param(f"{name}[{i}]", item) for i in range(length))
         else:
-            params[name] = Param(name, _PARAM_FIELDS[kind]())
+            params[name] = param(name, kind)
     return params
 
 
