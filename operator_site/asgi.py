@@ -4,7 +4,7 @@ A small dispatcher rather than a Django view: the MCP SDK's transport needs its 
 (Django's ASGI handler has no lifespan to start it) and a Django view adapting to the SDK buffers the
 response and measured about half the throughput. So:
 
-- `lifespan` is answered here;
+- `lifespan` is answered here (its startup settles the heap: operator_site/serving.py);
 - `/mcp` goes to the MCP endpoint (operator_site/face/endpoint.py);
 - `/static/` serves the admin's and the API docs' static files straight from the installed
   packages (no collectstatic step, no extra dependency);
@@ -30,7 +30,7 @@ from operator_site import display  # noqa: E402
 from operator_site.face import registry  # noqa: E402
 from operator_site.face.db import InFlight  # noqa: E402
 from operator_site.face.endpoint import mcp_endpoint  # noqa: E402
-from operator_site.serving import install_access_log_filter  # noqa: E402
+from operator_site.serving import install_access_log_filter, settle_heap  # noqa: E402
 
 registry.all_tools()  # build every SDK Tool object now, not on the first request
 display.hidden_re()  # and the hidden-character classes the argument checks and pages use
@@ -56,6 +56,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            settle_heap()  # loaded and about to serve: the collector keeps off what loading made
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
