@@ -9,7 +9,9 @@ it; the summary lists the functions holding the most samples, inclusive (the sha
 time under them) and self. py-spy is a PyPI package (`pip install py-spy`); it is not a
 dependency of the project, so its path is an argument. Needs ptrace (root, or
 kernel.yama.ptrace_scope=0). `--idle` keeps samples of threads waiting (on the database, the
-event loop's select): by default only threads running Python are counted.
+event loop's select): by default only threads running Python are counted. `--env NAME=VALUE` sets
+one of the profiled server's settings (the benchmark's: delivery off, the rate limit out of reach),
+e.g. `--env OPERATOR_DELIVERY=background` to see an intent's notice delivered as the service runs.
 
 On PostgreSQL, when the server has `pg_stat_statements` loaded (`shared_preload_libraries`; it
 needs a restart, so the benchmark never changes it itself), the database's side is printed too:
@@ -115,11 +117,23 @@ def main() -> None:
         default=0,
         help="rows of history to fill first (packet_growth's fill: 1000 as bench/perf.py)",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the profiled server, e.g. OPERATOR_DELIVERY=background (default off)",
+    )
     opts = parser.parse_args()
 
     url = sibling_database(opts.database_url, "_profile") if opts.database_url else None
     op = Scratch(url, entrypoint="serve")
     op.env["OPERATOR_RATE_LIMIT"] = RATE_LIMIT_ON
+    for setting in opts.env:
+        name, sep, value = setting.partition("=")
+        if not sep:
+            parser.error(f"--env takes NAME=VALUE, not {setting!r}")
+        op.env[name] = value
     try:
         op.setup()
         if opts.history:
