@@ -83,7 +83,9 @@ def settle_heap() -> None:
     collected as before), and examine the first generation after `FIRST_GENERATION_THRESHOLD`
     objects instead of 700 — above a call's own peak, so a pass comes only as the cycles calls
     leave behind (the SDK's per-request server holds bound methods of itself, ~20 objects a call)
-    add up. What that costs: such cycles wait a few hundred calls longer to be freed."""
+    add up. What that costs: such cycles wait a few hundred calls longer to be freed; and an object
+    alive at the startup that later ends in an unreachable cycle is never freed — bounded by what
+    existed then, each at most once (what loading made lives as long as the process anyway)."""
     gc.collect()
     gc.freeze()
     first, *older = gc.get_threshold()
