@@ -71,12 +71,12 @@ def settle_heap() -> None:
     """Keep Python's cyclic garbage collector off the serving path (public `gc` API only).
 
     A worker holds ~160,000 objects once Django, the SDK and the registry are loaded; none of them
-    ever becomes garbage, yet a full collection walks all of them: ~50 ms each, a few times a
-    minute under load. And a call holds more than 700 new objects at its peak (a packet's rows, the
-    SDK's models) and frees them when it ends, so the first generation was examined in nearly
-    every call, its live objects moved on to the older generations to be walked again. Measured on
-    PostgreSQL, the packet over a 1,000-row history, one client: the collector took ~0.2 ms of a
-    call's ~3.7 ms of CPU (docs/performance.md).
+    ever becomes garbage, yet a full collection walks all of them: ~50 ms each, every few seconds
+    under load (six in 11 s of packets over a 1,000-row history). And a call holds more than 700
+    new objects at its peak (a packet's rows, the SDK's models) and frees them when it ends, so the
+    first generation was examined in nearly every call, its live objects moved on to the older
+    generations to be walked again. Measured on PostgreSQL, the packet over a 1,000-row history,
+    one client: the collector took ~0.2 ms of a call's ~3.7 ms of CPU (docs/performance.md).
 
     So, once: collect what loading left, `gc.freeze()` every object alive (the collector never
     examines them again; they are still freed by reference counting, and what is created later is
