@@ -73,7 +73,7 @@ sent = asyncio.run(lifespan())
 
 
 class Node:
-    pass
+    other = None  # the other node: two of them, each holding the other, make a cycle
 
 
 first, second = Node(), Node()

@@ -1075,6 +1075,14 @@ def _all_notifications(since: Any) -> Any:
     return Notification.objects.all()
 
 
+def test_only_a_plain_lowercase_word_becomes_a_literal() -> None:
+    from operator_site.sql.literals import word_literal
+
+    assert word_literal("held") == "'held'" and word_literal("check-in_2") == "'check-in_2'"
+    for not_a_word in ("", "Held", "2nd", "a b", "x'; DROP TABLE y; --", "é", "held\n", 1, None):
+        assert word_literal(not_a_word) is None, not_a_word
+
+
 def test_in_constants_writes_plain_words_into_the_text() -> None:
     from django.db.models import F, Q
 

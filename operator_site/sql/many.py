@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 
 from operator_site.sql.compiled import Param, check_builder, memo, param
 from operator_site.sql.figures import Part, figure_parts, named_figures
+from operator_site.sql.literals import word_literal
 from operator_site.sql.loading import attacher, loader
 from operator_site.sql.rows import wrapped_cursor
 
@@ -228,7 +229,6 @@ def _instances(conn: Any, plan: _ListPlan, text: str) -> list[Any]:
 
 _PLACEHOLDER = re.compile(r"%s")
 _NAMED = re.compile(r"%\(p\d+\)s")
-_WORD = re.compile(r"[a-z][a-z0-9_-]*")
 
 
 def _literal(value: Any) -> str | None:
@@ -236,8 +236,8 @@ def _literal(value: Any) -> str | None:
     `models.Choices` enumeration whose value is a plain word or an integer — or None."""
     if isinstance(value, models.Choices):
         plain = value.value
-        if type(plain) is str and _WORD.fullmatch(plain):
-            return f"'{plain}'"
+        if type(plain) is str:
+            return word_literal(plain)
         if type(plain) is int:
             return str(plain)
     return None
