@@ -18,6 +18,16 @@ needs a restart, so the benchmark never changes it itself), the database's side 
 every statement of the profiled calls with its calls per tool call, mean execution time and share
 of the database's time (the extension is created in the scratch database and its counters reset
 before the measured load).
+
+`--perf PATH` (Linux `perf`, which needs root or kernel.perf_event_paranoid <= 1) samples the
+database's side where pg_stat_statements is not loaded, or where its figures (execution and
+planning only) leave most of the backends' CPU unexplained: the backends serving the scratch
+database are recorded with call graphs during the measured load, and the summary gives the share
+of their samples in each phase of a statement's life (reading the client's message, parsing and
+planning, the executor's start, run and end, the commit, sending the answer) and the functions
+holding the most samples. PostgreSQL's binary keeps its exported function names, so no debug
+symbols are needed; a sample in an unexported (static) function is counted under its caller's
+phase.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadgen import run_load
 from packet_growth import Scratch, sibling_database
-from perf import RATE_LIMIT_ON, body_for, strict_check
+from perf import RATE_LIMIT_ON, backend_pids, body_for, strict_check
 
 
 def summarize(raw: Path, top: int) -> str:
@@ -58,6 +68,69 @@ def summarize(raw: Path, top: int) -> str:
     lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in inclusive.most_common(top)]
     lines += ["", "self:"]
     lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+# The phases of a backend's work on a statement, by the PostgreSQL function (or the C library's or
+# kernel's, for the socket) whose frame is on a sample's stack, the first listed that matches.
+DATABASE_PHASES = (
+    ("commit (WAL flush included)", ("CommitTransactionCommand", "XLogFlush")),
+    ("executor start (plan tree initialised)", ("standard_ExecutorStart",)),
+    ("executor run", ("standard_ExecutorRun",)),
+    ("executor end, portal drop", ("standard_ExecutorEnd", "PortalDrop")),
+    (
+        "parse, analyse, plan",
+        (
+            "raw_parser",
+            "parse_analyze_fixedparams",
+            "parse_analyze_varparams",
+            "pg_analyze_and_rewrite_fixedparams",
+            "pg_plan_queries",
+            "GetCachedPlan",
+        ),
+    ),
+    ("send the answer", ("pq_flush", "secure_write", "__send", "__sendto")),
+    ("read and wait for the next message", ("secure_read", "pq_getbyte", "WaitEventSetWait", "epoll_wait")),
+)
+
+
+def perf_stacks(data: Path, perf: str) -> list[list[str]]:
+    """The call stacks (leaf first) of a `perf record -g` file, as function names."""
+    text = subprocess.run(
+        [perf, "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True, check=True
+    ).stdout
+    stacks: list[list[str]] = []
+    current: list[str] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            if current:
+                stacks.append(current)
+            current = []
+            continue
+        current.append(parts[1].split("+0x")[0] if len(parts) > 1 else "[unknown]")
+    if current:
+        stacks.append(current)
+    return stacks
+
+
+def summarize_database(stacks: list[list[str]], calls: int, top: int) -> str:
+    """The database's samples by phase (`DATABASE_PHASES`) and by function."""
+    total = len(stacks)
+    if not total:
+        return "perf: no samples of the database's backends"
+    phases: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    for stack in stacks:
+        own[stack[0]] += 1
+        frames = set(stack)
+        phase = next((name for name, functions in DATABASE_PHASES if frames.intersection(functions)), "other")
+        phases[phase] += 1
+    lines = [f"perf: {total} samples of the database's backends, {total / max(calls, 1):.2f} per tool call"]
+    lines += ["", "phase:"]
+    lines += [f"  {100 * n / total:5.1f} %  {name}" for name, n in phases.most_common()]
+    lines += ["", "self:"]
+    lines += [f"  {100 * n / total:5.1f} %  {name}" for name, n in own.most_common(top)]
     return "\n".join(lines)
 
 
@@ -109,6 +182,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--database-url", help="PostgreSQL (a sibling database is used); SQLite without")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable")
+    parser.add_argument("--perf", help="Linux perf: also sample the database's backends (PostgreSQL only)")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--idle", action="store_true", help="count waiting threads' samples too")
     parser.add_argument(
@@ -125,6 +199,8 @@ def main() -> None:
         help="a setting of the profiled server, e.g. OPERATOR_DELIVERY=background (default off)",
     )
     opts = parser.parse_args()
+    if opts.perf and not opts.database_url:
+        parser.error("--perf samples PostgreSQL's backends: give --database-url")
 
     url = sibling_database(opts.database_url, "_profile") if opts.database_url else None
     op = Scratch(url, entrypoint="serve")
@@ -178,6 +254,27 @@ def main() -> None:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+            backends = None
+            if opts.perf and url:
+                backends = subprocess.Popen(
+                    [
+                        opts.perf,
+                        "record",
+                        "--quiet",
+                        "-F",
+                        "999",
+                        "-g",
+                        "-o",
+                        str(Path(tmp) / "perf.data"),
+                        "-p",
+                        ",".join(str(pid) for pid in backend_pids(url)),
+                        "--",
+                        "sleep",
+                        str(opts.seconds),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             result = asyncio.run(
                 run_load(
                     op.url,
@@ -190,6 +287,8 @@ def main() -> None:
                 )
             )
             spy.wait(timeout=opts.seconds + 30)
+            if backends:
+                backends.wait(timeout=opts.seconds + 30)
             print(
                 f"{opts.tool} on {'postgresql' if url else 'sqlite'}, c={opts.concurrency}: "
                 f"{result.rps:.0f} req/s, {result.errors} errors"
@@ -198,6 +297,10 @@ def main() -> None:
             if statements:
                 print()
                 print(statements.report(result.requests + result.errors))
+            if backends:
+                print()
+                stacks = perf_stacks(Path(tmp) / "perf.data", opts.perf)
+                print(summarize_database(stacks, result.requests + result.errors, opts.top))
     finally:
         op.close()
 
