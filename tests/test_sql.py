@@ -684,6 +684,40 @@ def test_the_packet_binds_every_value_that_is_not_a_constant_of_the_code(agent, 
     assert set(bound[-most:]) == set(shown)  # the last placeholders: the ids of `id IN (…)`
 
 
+def _packet_statements_prepared() -> int:
+    with connection.cursor() as cursor:
+        # (Not this statement: psycopg prepares it too once it runs often enough.)
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%json_agg%%' AND statement NOT LIKE '%%pg_prepared_statements%%'"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_packets_statement_is_prepared_at_its_first_run_and_again_after_a_rollback(agent, owner) -> None:
+    """psycopg deallocates every prepared statement of a connection after any rollback; the
+    packet's one statement (the costliest to parse and plan) is prepared by its first run, then and
+    after each rollback, not by its third (the connection's prepare_threshold)."""
+    from tests.test_reads import some_of_everything
+
+    some_of_everything(agent.principal, owner.principal)
+    assert not connection.queries_logged  # the statement goes through psycopg's RawCursor
+    assert _packet_statements_prepared() == 0
+    reads.context_packet()
+    assert _packet_statements_prepared() == 1
+    # A rolled-back transaction (a refused write): psycopg deallocates what it had prepared.
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        Task.objects.count()
+        raise ZeroDivisionError
+    assert _packet_statements_prepared() == 0
+    reads.context_packet()
+    assert _packet_statements_prepared() == 1
+    reads.context_packet()  # the prepared statement is run again, not prepared a second time
+    assert _packet_statements_prepared() == 1
+
+
 # --- a versioned model's write (sql/versions.py) ---------------------------------------------------
 def _version(principal: Any, number: int, **extra: Any) -> Any:
     from beliefs.models import WorldModelVersion

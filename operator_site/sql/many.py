@@ -275,6 +275,20 @@ def _statement(
     return text, tuple(kept), tuple(names), at
 
 
+class _PreparedAtOnce(psycopg.RawCursor):
+    """psycopg's `RawCursor` whose statements are prepared the first time they run on a connection
+    (`execute(..., prepare=True)`, psycopg's public switch), not the third as the connection's
+    `prepare_threshold` says. For the packet's one statement (~20 KB): psycopg deallocates every
+    prepared statement of a connection after any rollback (a refused write, a rolled-back
+    savepoint), and each of the two runs before the third parsed and planned it anew (~4.7 ms more
+    a packet over the 1,000-row history; docs/performance.md, "After a rollback")."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None
+    ) -> Any:
+        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+
 def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
     """The value of every scalar subquery, each inner list read as one `SELECT (a), (b), …`, all
     from one snapshot (one transaction; a caller's own when there is one), flattened in order;
@@ -294,7 +308,8 @@ def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
       whole text on every call (about 30 µs per KB: 0.7 ms of the packet's ~22 KB).
 
     - On PostgreSQL the statement is sent with PostgreSQL's own placeholders (`$1`, `$2`, …)
-      through psycopg's `RawCursor`, which sends the text as it is: psycopg finds the "%s"
+      through psycopg's `RawCursor` (prepared at its first run: `_PreparedAtOnce`), which sends
+      the text as it is: psycopg finds the "%s"
       placeholders of a text longer than 4 KB (the packet's is ~20 KB) again on every call, and
       that search was 0.14 ms of client CPU per packet (0.26 -> 0.12 ms for the statement,
       docs/performance.md). The server receives the same text either way (psycopg writes "%s" as
@@ -330,7 +345,7 @@ def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
                 text, kept, _, _ = prepared
                 bound, native = [params[i] for i in kept], style == "native"
             if native:
-                cursor = cursors.enter_context(wrapped_cursor(conn, psycopg.RawCursor))
+                cursor = cursors.enter_context(wrapped_cursor(conn, _PreparedAtOnce))
             else:
                 cursor = plain = plain or cursors.enter_context(conn.cursor())
             cursor.execute(text, bound)
