@@ -255,7 +255,10 @@ def main() -> None:
                 stderr=subprocess.DEVNULL,
             )
             backends = None
-            if opts.perf and url:
+            pids = backend_pids(url) if opts.perf and url else []
+            if opts.perf and not pids:
+                print("perf: no backend serves the scratch database yet; the database is not sampled")
+            if pids:
                 backends = subprocess.Popen(
                     [
                         opts.perf,
@@ -267,7 +270,7 @@ def main() -> None:
                         "-o",
                         str(Path(tmp) / "perf.data"),
                         "-p",
-                        ",".join(str(pid) for pid in backend_pids(url)),
+                        ",".join(str(pid) for pid in pids),
                         "--",
                         "sleep",
                         str(opts.seconds),

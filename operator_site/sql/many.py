@@ -309,12 +309,12 @@ def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
 
     - On PostgreSQL the statement is sent with PostgreSQL's own placeholders (`$1`, `$2`, …)
       through psycopg's `RawCursor` (prepared at its first run: `_PreparedAtOnce`), which sends
-      the text as it is: psycopg finds the "%s"
-      placeholders of a text longer than 4 KB (the packet's is ~20 KB) again on every call, and
-      that search was 0.14 ms of client CPU per packet (0.26 -> 0.12 ms for the statement,
-      docs/performance.md). The server receives the same text either way (psycopg writes "%s" as
-      `$1`, `$2`, … in order), so when Django logs queries (DEBUG, a test counting them, whose log
-      reads "%s" placeholders) the "%s" text goes through Django's cursor as before.
+      the text as it is: psycopg finds the "%s" placeholders of a text longer than 4 KB (the
+      packet's is ~20 KB) again on every call, and that search was 0.14 ms of client CPU per
+      packet (0.26 -> 0.12 ms for the statement, docs/performance.md). The server receives the
+      same text either way (psycopg writes "%s" as `$1`, `$2`, … in order), so when Django logs
+      queries (DEBUG, a test counting them, whose log reads "%s" placeholders) the "%s" text goes
+      through Django's cursor as before.
 
     Every value that is not such a constant stays a bound parameter."""
     style = {"sqlite": "named", "postgresql": "native"}.get(conn.vendor, "format")
