@@ -64,11 +64,14 @@ def summarize(raw: Path, top: int) -> str:
         for frame in set(frames):
             inclusive[frame] += n
         own[frames[-1]] += n
-    lines = [f"{total} samples", "", "inclusive:"]
-    lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in inclusive.most_common(top)]
-    lines += ["", "self:"]
-    lines += [f"  {100 * n / total:5.1f} %  {frame}" for frame, n in own.most_common(top)]
+    lines = [f"{total} samples", "", "inclusive:", *shares(inclusive, total, top)]
+    lines += ["", "self:", *shares(own, total, top)]
     return "\n".join(lines)
+
+
+def shares(counts: collections.Counter[str], total: int, top: int | None = None) -> list[str]:
+    """The most common names of `counts`, each with its share of `total` samples."""
+    return [f"  {100 * n / total:5.1f} %  {name}" for name, n in counts.most_common(top)]
 
 
 # The phases of a backend's work on a statement, by the PostgreSQL function (or the C library's or
@@ -127,10 +130,8 @@ def summarize_database(stacks: list[list[str]], calls: int, top: int) -> str:
         phase = next((name for name, functions in DATABASE_PHASES if frames.intersection(functions)), "other")
         phases[phase] += 1
     lines = [f"perf: {total} samples of the database's backends, {total / max(calls, 1):.2f} per tool call"]
-    lines += ["", "phase:"]
-    lines += [f"  {100 * n / total:5.1f} %  {name}" for name, n in phases.most_common()]
-    lines += ["", "self:"]
-    lines += [f"  {100 * n / total:5.1f} %  {name}" for name, n in own.most_common(top)]
+    lines += ["", "phase:", *shares(phases, total)]
+    lines += ["", "self:", *shares(own, total, top)]
     return "\n".join(lines)
 
 
