@@ -33,7 +33,11 @@ closed-loop keep-alive HTTP/1.1 (bench/loadgen.py), every answer checked:
 4. Memory: one SQLite worker's RSS after a warm-up and after 10,000 more calls (the five tools
    mixed, concurrency 4).
 5. A final table, the JSON report (stdout, and --json), and the targets with met true/false (a
-   ratio target's figure is the median of its rounds, shown with their range).
+   ratio target's figure is the median of its rounds, shown with their range). A missed "vs (a)
+   at c=1" target also says what it asks of one call ("needs"): the time per call it must lose,
+   and that as a share of the call's server and database CPU — at concurrency 1 the load
+   generator, the server and the database work one after another, so a call's time is mostly
+   that CPU, and the share is how much of its work a call would have to shed.
 
 The per-token rate limit stays on, set out of reach (its count is part of every call), and
 delivery is off. A run changes no tracked file (anchor (d)'s packages are installed with `npm ci`,
