@@ -207,16 +207,30 @@ def start_run(
     raise Refusal("busy", "The run lock changed hands repeatedly while starting; try again.", retry=True)
 
 
-def _held_run(run_id: int, token: str) -> Run:
-    """The run `run_id`, if `token` is its fencing token; refuses otherwise."""
-    run = Run.objects.select_related("holder", "day", "ended_by").filter(id=run_id).first()
+def _run_as_answered(run_id: int) -> Run | None:
+    """The run with the rows its answer and its refusals name (holder, day, who ended it): one
+    statement."""
+    return Run.objects.select_related("holder", "day", "ended_by").filter(id=run_id).first()
+
+
+def _update_held_run(run_id: int, token: str, action: str, **values: Any) -> Run:
+    """Write `values` to the run `run_id` if `token` is its fencing token and it is still running —
+    one conditional update, the fence itself — and answer the run as it now is. Nothing changed: the
+    refusal says why (no such run, a wrong token, or no longer running: `stale: true`). Two
+    statements either way; the token is compared in the update's condition and, on a refusal, again
+    in constant time to tell a wrong token from a run that ended."""
+    digest = token_digest(token or "")
+    changed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING, token_digest=digest).update(**values)
+    run = _run_as_answered(run_id)
     if run is None:
         raise Refusal("not_found", f"There is no run {run_id}.", run_id=run_id)
-    if not hmac.compare_digest(run.token_digest, token_digest(token or "")):
+    if changed:
+        return run
+    if not hmac.compare_digest(run.token_digest, digest):
         raise Refusal(
             "wrong_token", f"That token does not hold run {run_id}; nothing changed.", run_id=run_id
         )
-    return run
+    raise _not_running(run, action)
 
 
 def _not_running(run: Run, action: str) -> Refusal:
@@ -264,18 +278,10 @@ def heartbeat(
     """
     progress = check_text("progress", progress, MAX_RUN_PROGRESS_CHARS)
     now = now or timezone.now()
-    run = _held_run(run_id, token)
     values: dict[str, Any] = {"last_heartbeat_at": now, "heartbeats": F("heartbeats") + 1}
     if progress:
         values["progress"] = progress
-    changed = Run.objects.filter(id=run.id, status=Run.Status.RUNNING, token_digest=run.token_digest).update(
-        **values
-    )
-    if changed == 0:
-        run.refresh_from_db()
-        raise _not_running(run, "heartbeat")
-    run.refresh_from_db()
-    return run
+    return _update_held_run(run_id, token, "heartbeat", **values)
 
 
 def finish_run(
@@ -293,19 +299,16 @@ def finish_run(
         raise Refusal("invalid_status", f"status must be one of {', '.join(Run.FINISH_STATUSES)}.")
     summary = check_text("summary", summary, MAX_RUN_SUMMARY_CHARS)
     now = now or timezone.now()
-    run = _held_run(run_id, token)
-    changed = Run.objects.filter(id=run.id, status=Run.Status.RUNNING, token_digest=run.token_digest).update(
+    return _update_held_run(
+        run_id,
+        token,
+        "finish",
         status=status,
         summary=summary,
         ended_at=now,
         ended_by=principal,
         end_reason=f"finished by its holder as {status}",
     )
-    if changed == 0:
-        run.refresh_from_db()
-        raise _not_running(run, "finish")
-    run.refresh_from_db()
-    return run
 
 
 def end_run(*, principal: Principal, run_id: int, reason: str = "", now: datetime | None = None) -> Run:
@@ -322,7 +325,7 @@ def end_run(*, principal: Principal, run_id: int, reason: str = "", now: datetim
     changed = Run.objects.filter(id=run_id, status=Run.Status.RUNNING).update(
         status=Run.Status.CANCELLED, ended_at=now, ended_by=principal, end_reason=why[:300]
     )
-    run = Run.objects.select_related("holder", "day", "ended_by").filter(id=run_id).first()
+    run = _run_as_answered(run_id)
     if run is None:
         raise Refusal("not_found", f"There is no run {run_id}.", run_id=run_id)
     if not changed:
