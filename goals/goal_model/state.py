@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Case, IntegerField, Value, When
 from django.utils import timezone
 
 from goals.goal_model.kinds import (
@@ -55,7 +56,9 @@ def live_order(kind: ItemKind) -> list[int]:
 
 def _apply_order(kind: ItemKind, ids: Sequence[int]) -> None:
     """Write `importance`/`position` from an order without ever holding a rank twice: the rows
-    whose rank changes are cleared first, then given their new ranks."""
+    whose rank changes are cleared first, then given their new ranks — in one statement (a CASE
+    over their ids), however many moved: a rank the statement gives is one no row keeps, so the
+    unique index never sees it twice."""
     column = kind.order_field
     current = dict(kind.model.everything.filter(**{f"{column}__isnull": False}).values_list("id", column))
     target = {item_id: rank for rank, item_id in enumerate(ids, start=1)}
@@ -63,9 +66,12 @@ def _apply_order(kind: ItemKind, ids: Sequence[int]) -> None:
     if not moving:
         return
     kind.model.everything.filter(id__in=moving).update(**{column: None})
-    for item_id in moving:
-        if item_id in target:
-            kind.model.everything.filter(id=item_id).update(**{column: target[item_id]})
+    placed = {item_id: target[item_id] for item_id in moving if item_id in target}
+    if placed:
+        ranks = Case(
+            *(When(id=i, then=Value(rank)) for i, rank in placed.items()), output_field=IntegerField()
+        )
+        kind.model.everything.filter(id__in=list(placed)).update(**{column: ranks})
 
 
 class GoalModelStore:

@@ -5,7 +5,8 @@ candidates and nothing touched), and the confirmation rule (one test per refusal
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from goals import goal_model
 from goals.models import Goal, GoalModelChange, GoalModelVersion
@@ -80,6 +81,27 @@ def test_rerank_keeps_ranks_dense_and_unique(goal_change, three) -> None:
     assert ranks() == [1, 2, 3]
     assert [g["title"] for g in goal_model.ranked_goals()] == ["Run a marathon", "Write a novel"]
     assert [g["importance"] for g in goal_model.ranked_goals()] == [2, 3]
+
+
+def test_moving_every_rank_asks_the_same_statements_however_long_the_ranking(goal_change, add_goal) -> None:
+    """The last goal re-ranked to the top moves every goal's rank; the new ranks are written in one
+    statement, not one per goal, so a longer ranking costs no more round trips."""
+
+    def statements_of_moving_the_last_to_the_top() -> int:
+        last = ranking()[-1]
+        with CaptureQueriesContext(connection) as seen:
+            assert goal_change(action="rerank", goal=last, importance=1)["ok"] is True
+        assert ranking()[0] == last
+        assert ranks() == list(range(1, len(ranks()) + 1))
+        return len(seen.captured_queries)
+
+    for title in ("One", "Two", "Three"):
+        add_goal(title)
+    short = statements_of_moving_the_last_to_the_top()
+    for n in range(4, 16):
+        add_goal(f"Goal {n}")
+    assert len(ranking()) == 15
+    assert statements_of_moving_the_last_to_the_top() == short
 
 
 @pytest.mark.parametrize(
