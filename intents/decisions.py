@@ -96,7 +96,9 @@ def update_decision(
                 note=note,
                 now=now,
             )
-    decision.refresh_from_db()
+    # Read again with its intent, which the answer shows: a plain refresh drops the related row
+    # read above, and the answer would load it again on its own.
+    decision.refresh_from_db(from_queryset=Decision.objects.select_related("intent"))
     return decision, True
 
 

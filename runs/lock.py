@@ -79,6 +79,16 @@ def last_finished_query() -> QuerySet[Run]:
     )
 
 
+def _answered_runs() -> QuerySet[Run]:
+    """Runs with the rows their answers and refusals name (holder, day, who ended it), read in the
+    same statement."""
+    return Run.objects.select_related("holder", "day", "ended_by")
+
+
+def _run_as_answered(run_id: int) -> Run | None:
+    return _answered_runs().filter(id=run_id).first()
+
+
 def _mark_stale(run: Run, *, principal: Principal | None, now: datetime, reason: str) -> bool:
     """Mark `run` stale if it is still running and its heartbeat is still past the threshold.
 
@@ -101,7 +111,7 @@ def _recover(current: Run, *, principal: Principal | None, now: datetime) -> boo
     reason = f"no heartbeat for {silent} s (threshold {current.stale_after_s} s); marked stale by {who}"
     if not _mark_stale(current, principal=principal, now=now, reason=reason):
         return False
-    current.refresh_from_db()
+    current.refresh_from_db(from_queryset=_answered_runs())  # with the rows its answer names
     return True
 
 
@@ -205,12 +215,6 @@ def start_run(
                 stale.taken_over_by = run
         return StartedRun(run=run, token=token, recovered=recovered, asked_stale_after_s=asked)
     raise Refusal("busy", "The run lock changed hands repeatedly while starting; try again.", retry=True)
-
-
-def _run_as_answered(run_id: int) -> Run | None:
-    """The run with the rows its answer and its refusals name (holder, day, who ended it): one
-    statement."""
-    return Run.objects.select_related("holder", "day", "ended_by").filter(id=run_id).first()
 
 
 def _update_held_run(run_id: int, token: str, action: str, **values: Any) -> Run:
