@@ -13,6 +13,11 @@ whose order alternates — (other, this), (this, other), … — so the drift wi
 both alike. Printed per figure: req/s, p50 and server CPU per call of each, the database's CPU per
 call (PostgreSQL), and this/other as the median (and range) of the round ratios of req/s. Every
 answer is checked as bench/perf.py checks it; the exit status is non-zero if any was wrong.
+
+With `--anchor`, anchor (a) (bench/perf.py's reference) is served too and measured in every round
+as a third side, the order of the three turning from round to round; each figure then also gets
+this/(a) and other/(a), the medians of their round ratios. That is how a ratio against (a) of an
+older checkout is measured in the same hour as this one's (bench/perf.py's `SQLITE_BEFORE`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +39,12 @@ from perf import (
     DEFAULT_DATABASE_URL,
     FULL,
     TOOLS,
+    AnchorA,
     CpuMeter,
     Plan,
     Pooled,
     Side,
+    anchor_a_alongside,
     body_for,
     fmt,
     interleaved,
@@ -84,7 +92,30 @@ def side_of(op: Scratch, tool: str, database_url: str | None) -> Side:
     )
 
 
+def three_ways(
+    this: Side, other: Side, anchor: Side, concurrency: int, plan: Plan
+) -> tuple[Pooled, Pooled, Pooled]:
+    """As perf.interleaved, with anchor (a) as a third side: round r runs the three in an order
+    turned by r, and reversed in odd rounds, so none is always first or always next to the same one."""
+    pooled = {"this": Pooled(), "other": Pooled(), "anchor": Pooled()}
+    sides = [("other", other), ("this", this), ("anchor", anchor)]
+    for r in range(plan.rounds):
+        order = sides[r % 3 :] + sides[: r % 3]
+        if r % 2:
+            order.reverse()
+        for name, side in order:
+            warmup = plan.warmup if name != "anchor" and r == 0 else plan.round_warmup
+            pooled[name].run(side, concurrency, plan.round_seconds, warmup)
+    return pooled["this"], pooled["other"], pooled["anchor"]
+
+
 def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
+    with ExitStack() as stack:
+        anchor = stack.enter_context(anchor_a_alongside(plan)) if opts.anchor else None
+        return compare_with(opts, plan, anchor)
+
+
+def compare_with(opts: argparse.Namespace, plan: Plan, anchor: AnchorA | None) -> list[dict[str, Any]]:
     rows = []
     for database in opts.database:
         urls: dict[str, str | None] = {"this": None, "other": None}
@@ -109,8 +140,11 @@ def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
                 for concurrency in opts.concurrency:
                     this = side_of(ops["this"], tool, urls["this"])
                     other = side_of(ops["other"], tool, urls["other"])
-                    ours, theirs = interleaved(this, other, concurrency, plan)
-                    rows.append(row(database, tool, concurrency, ours, theirs))
+                    if anchor:
+                        ours, theirs, a = three_ways(this, other, anchor.side(), concurrency, plan)
+                    else:
+                        (ours, theirs), a = interleaved(this, other, concurrency, plan), None
+                    rows.append(row(database, tool, concurrency, ours, theirs, a))
                     r = rows[-1]
                     log(
                         f"{database:10s} {tool:30s} c={concurrency:<2d} this {r['this_rps']:7.1f} req/s "
@@ -118,6 +152,13 @@ def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
                         f"{r['other_rps']:7.1f} req/s p50 {r['other_p50_ms']:6.2f} ms "
                         f"cpu {fmt(r['other_cpu_ms'])}"
                         f" | this/other {fmt(r['ratio'])} ({fmt(r['ratio_min'])}-{fmt(r['ratio_max'])})"
+                        + (
+                            f" | vs (a) {r['a_rps']:.1f} req/s: this {fmt(r['this_vs_a'])} "
+                            f"({fmt(r['this_vs_a_min'])}-{fmt(r['this_vs_a_max'])}), other "
+                            f"{fmt(r['other_vs_a'])} ({fmt(r['other_vs_a_min'])}-{fmt(r['other_vs_a_max'])})"
+                            if a
+                            else ""
+                        )
                         + (f" ERRORS {r['errors']}: {r['first_error']}" if r["errors"] else "")
                     )
         finally:
@@ -126,9 +167,25 @@ def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:
     return rows
 
 
-def row(database: str, tool: str, concurrency: int, ours: Pooled, theirs: Pooled) -> dict[str, Any]:
+def round_ratios(top: Pooled, bottom: Pooled) -> dict[str, Any]:
+    return spread([ratio(t, b) for t, b in zip(top.round_rps, bottom.round_rps, strict=True)])
+
+
+def row(
+    database: str, tool: str, concurrency: int, ours: Pooled, theirs: Pooled, anchor: Pooled | None = None
+) -> dict[str, Any]:
     mine, other = ours.summary(), theirs.summary()
-    vs = spread([ratio(t, o) for t, o in zip(ours.round_rps, theirs.round_rps, strict=True)])
+    vs = round_ratios(ours, theirs)
+    against_a: dict[str, Any] = {}
+    if anchor:
+        against_a["a_rps"] = anchor.summary()["rps"]
+        for name, side in (("this", ours), ("other", theirs)):
+            vs_a = round_ratios(side, anchor)
+            against_a |= {
+                f"{name}_vs_a": vs_a["median"],
+                f"{name}_vs_a_min": vs_a["min"],
+                f"{name}_vs_a_max": vs_a["max"],
+            }
     return {
         "database": database,
         "tool": tool,
@@ -147,6 +204,7 @@ def row(database: str, tool: str, concurrency: int, ours: Pooled, theirs: Pooled
         "ratio_rounds": vs["rounds"],
         "errors": mine["errors"] + other["errors"],
         "first_error": mine["first_error"] or other["first_error"],
+        **against_a,
     }
 
 
@@ -173,6 +231,9 @@ def main() -> None:
     parser.add_argument("--round-seconds", type=float, default=0.5)
     parser.add_argument(
         "--history", type=int, default=0, help="rows of history in both (1000: bench/perf.py's growth figure)"
+    )
+    parser.add_argument(
+        "--anchor", action="store_true", help="anchor (a) as a third side: this/(a) and other/(a) per figure"
     )
     parser.add_argument("--json", help="also write the rows to this file")
     opts = parser.parse_args()
