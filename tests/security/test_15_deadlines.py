@@ -35,9 +35,16 @@ def _deliver_one(settings: Any) -> tuple[float, Notification]:
     return elapsed, notice
 
 
-def _lingering() -> list[str]:
-    time.sleep(0.5)
-    return [t.name for t in threading.enumerate() if t.name.startswith("operator-outbound")]
+def _lingering(within_s: float = 3.0) -> list[str]:
+    """The outbound workers still alive after up to `within_s`. A worker ends on its own deadline a
+    moment after its caller gave up, so this waits for them to go rather than reading once after a
+    fixed sleep, which a busy machine can outlast; one still there after `within_s` is left behind."""
+    until = time.monotonic() + within_s
+    while True:
+        left = [t.name for t in threading.enumerate() if t.name.startswith("operator-outbound")]
+        if not left or time.monotonic() > until:
+            return left
+        time.sleep(0.05)
 
 
 class _NeverAccepts:
