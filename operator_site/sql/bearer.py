@@ -35,7 +35,7 @@ def count_request(principal_id: int, window: int) -> tuple[int, int]:
     (the count in the stored window, that window). PostgreSQL serialises upserts of one row, SQLite
     its writers, so the count holds across workers and hosts."""
     conn = connections[DEFAULT_DB_ALIAS]
-    sql = memo("count_request", lambda c: _rate_upsert(c, "VALUES (%s, %s, 1)"))
+    sql = memo("count_request", lambda c: _rate_upsert(c, "VALUES (%s, %s, 1)"), conn)
     with conn.cursor() as cursor:
         cursor.execute(sql, [principal_id, window])
         count, window_no = cursor.fetchone()
@@ -73,7 +73,7 @@ def principal_and_count(
         if principal is None or not principal.active or window is None:
             return principal, None
         return principal, count_request(principal.pk, window)
-    sql, select = memo("principal_and_count", _principal_and_count_sql)
+    sql, select = memo("principal_and_count", _principal_and_count_sql, conn)
     with conn.cursor() as cursor:
         cursor.execute(sql, [token_digest, window])
         row = cursor.fetchone()

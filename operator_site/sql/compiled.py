@@ -39,10 +39,13 @@ _PARAM_FIELDS: dict[type, Callable[[], models.Field]] = {
 _MEMO_SIZE = 256
 
 
-def memo(key: Hashable, make: Callable[[Any], T]) -> T:
+def memo(key: Hashable, make: Callable[[Any], T], conn: Any = None) -> T:
     """`make(connection)`, computed once per connection and `key` (a bounded, per-connection cache:
-    what is kept refers to that connection's vendor)."""
-    conn = connections[DEFAULT_DB_ALIAS]
+    what is kept refers to that connection's vendor). A caller that holds the connection passes it
+    (`conn`): looking it up (`connections[alias]`, an asgiref `Local` read) costs ~1.3 µs on the
+    event loop, and the packet asks the memo for some twenty statements and plans per call."""
+    if conn is None:
+        conn = connections[DEFAULT_DB_ALIAS]
     cache: OrderedDict[Hashable, Any] = conn.__dict__.setdefault("operator_memo", OrderedDict())
     try:
         return cache[key]

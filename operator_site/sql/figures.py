@@ -93,6 +93,7 @@ def figure_parts(
             lambda c, build=build, args=args, n=n: _figure_sql(
                 *build(*args), cap=cap, prefix=f"f{n}_", conn=c
             ),
+            conn,
         )
         names += got[0]
         parts += got[1]

@@ -44,7 +44,7 @@ def max_value(model: type[models.Model], field: str) -> Any:
         column = quote(model._meta.get_field(field).column)
         return f"SELECT MAX({column}) FROM {quote(model._meta.db_table)}"  # noqa: S608
 
-    sql = memo(("max_value", model, field), make)
+    sql = memo(("max_value", model, field), make, conn)
     with conn.cursor() as cursor:
         cursor.execute(sql)
         return cursor.fetchone()[0]
@@ -92,7 +92,7 @@ def instances(build: Callable[..., QuerySet[M]], **values: Any) -> list[M]:
         sql, compiled_params = queryset.values_list(*attnames).query.get_compiler(connection=c).as_sql()
         return model, sql, tuple(compiled_params), _columns(c, model, "t")[2]
 
-    model, sql, params, converters = memo(("instances", build, types), make)
+    model, sql, params, converters = memo(("instances", build, types), make, conn)
     return _built(conn, model, converters, sql, bind(params, values, conn))
 
 
@@ -146,7 +146,7 @@ def update_returning(build: Callable[..., QuerySet[M]], changes: dict[str, Any],
         sql = f"UPDATE {table} SET {sets} WHERE {where} RETURNING {columns}"  # noqa: S608
         return model, sql, tuple(where_params), converters, fields
 
-    model, sql, params, converters, fields = memo(("update_returning", build, types, names), make)
+    model, sql, params, converters, fields = memo(("update_returning", build, types, names), make, conn)
     given = [field.get_db_prep_save(changes[field.name], conn) for field in fields]
     return _built(conn, model, converters, sql, given + bind(params, values, conn))
 

@@ -176,12 +176,15 @@ def _list_plan_of(conn: Any, rows: Rows) -> tuple[_ListPlan, tuple[Any, ...] | l
     """The list's plan (compiled once per connection and shape) and this call's parameters."""
     check_builder(rows.build)
     if not rows.values:
-        plan = memo(("read_many", rows.build, rows.args), lambda c: _list_plan(c, rows.build(*rows.args)))
+        plan = memo(
+            ("read_many", rows.build, rows.args), lambda c: _list_plan(c, rows.build(*rows.args)), conn
+        )
         return plan, plan.params
     shape = tuple(_shape(name, value) for name, value in rows.values.items())
     plan = memo(
         ("read_many", rows.build, rows.args, shape),
         lambda c: _list_plan(c, rows.build(*rows.args, **_placeholders(shape))),
+        conn,
     )
     values: dict[str, Any] = {}
     for name, value in rows.values.items():
@@ -334,6 +337,7 @@ def _select(conn: Any, statements: list[list[Part]]) -> list[Any]:
                 lambda c, texts=texts, constants=constants: _statement(
                     "SELECT " + ", ".join(texts), constants, style=style
                 ),
+                conn,
             )
             if prepared is None or prepared[3] != len(params):
                 text, bound, native = "SELECT " + ", ".join(texts), params, False

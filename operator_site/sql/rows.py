@@ -83,7 +83,7 @@ def rows_where(model: type[M], **equals: Any) -> list[M]:
     """The rows whose fields equal the given values (in no particular order), as model instances
     with every value converted as the ORM converts it (`Model.from_db`, the ORM's converters)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    select = memo(("rows_where", model, tuple(equals)), lambda c: _select(c, model, tuple(equals)))
+    select = memo(("rows_where", model, tuple(equals)), lambda c: _select(c, model, tuple(equals)), conn)
     given = zip(select.params, equals.values(), strict=True)
     params = [field.get_db_prep_value(value, conn) for field, value in given]
     with conn.cursor() as cursor:
@@ -199,7 +199,7 @@ def insert_unless_conflict(
         insert_row(row)
         return True
     shape = (type(instance), unique_fields, type(row), relation)
-    plan = memo(("insert_unless_conflict", *shape), lambda c: _pair_sql(c, *shape))
+    plan = memo(("insert_unless_conflict", *shape), lambda c: _pair_sql(c, *shape), conn)
     params = _values(instance, plan.fields, conn) + _values(row, plan.child_fields, conn)
     with conn.cursor() as cursor:
         cursor.execute(plan.sql, params)
@@ -352,6 +352,7 @@ def insert_under(instance: M, relation: str, **lookup: Any) -> M | None:
     plan = memo(
         ("insert_under", model, relation, tuple(lookup)),
         lambda c: _under_sql(c, model, relation, tuple(lookup)),
+        conn,
     )
     # The lookup's values first: the parent's SELECT comes first in the statement.
     given = zip(plan.wheres, lookup.values(), strict=True)

@@ -22,17 +22,17 @@ def read_snapshot() -> Iterator[None]:
     attributes; a round trip before the first query), and ended by the COMMIT that carries the
     read's audit row (`LastRow`). On SQLite a transaction already is one snapshot. Inside a
     caller's transaction there is nothing to open (its isolation is the caller's)."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the `connection` proxy looks it up
+    if conn.vendor != "postgresql" or conn.in_atomic_block:
         with transaction.atomic():
             yield
         return
-    connection.ensure_connection()
-    raw = connection.connection
+    conn.ensure_connection()
+    raw = conn.connection
     saved = (raw.isolation_level, raw.read_only)
     raw.isolation_level, raw.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
     try:
         with ExitStack() as stack:
-            conn = connections[DEFAULT_DB_ALIAS]
             last = LastRow(conn, stack, before=f"COMMIT; {ASYNC_COMMIT_BEGIN}", after="COMMIT", defer=True)
             stack.callback(last.after_block)
             stack.enter_context(transaction.atomic())

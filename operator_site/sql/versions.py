@@ -100,6 +100,7 @@ def read_after_lock(
     read = memo(
         ("read_after_lock", version_model, field, model, names, len(keys)),
         lambda c: _read_sql(c, version_model, field, model, names, len(keys)),
+        conn,
     )
     params: list[Any] = []
     if read.select is not None:
@@ -162,7 +163,7 @@ def insert_rows(rows: Sequence[models.Model]) -> None:
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]
             count = len(batch)
-            sql = memo(("insert_rows", model, count), lambda c, n=count: _rows_sql(c, model, n))
+            sql = memo(("insert_rows", model, count), lambda c, n=count: _rows_sql(c, model, n), conn)
             cursor.execute(sql, [value for row in batch for value in _values(row, fields, conn)])
     for row in rows:
         _saved(conn, row)
@@ -203,7 +204,7 @@ def update_rows(update: Update) -> int:
     """`model.objects.filter(**where).update(**values)`, the statement compiled once per model and
     field names: the number of rows it changed."""
     conn = connections[DEFAULT_DB_ALIAS]
-    sql = memo(("update_rows", update.shape), lambda c: _update_sql(c, update.shape))
+    sql = memo(("update_rows", update.shape), lambda c: _update_sql(c, update.shape), conn)
     with conn.cursor() as cursor:
         cursor.execute(sql, _update_params(update, conn))
         return cursor.rowcount
@@ -288,7 +289,7 @@ def insert_claiming(
         tuple((type(group[0]), len(group)) for group in groups),
         tuple(update.shape for update in updates),
     )
-    sql = memo(("insert_claiming", shape), lambda c: _claiming_sql(c, shape))
+    sql = memo(("insert_claiming", shape), lambda c: _claiming_sql(c, shape), conn)
     claim_fields = _insert(type(instance), conn.vendor, (unique_field,))[1]
     params = _values(instance, claim_fields, conn)
     for group in groups:
