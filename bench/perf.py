@@ -390,16 +390,25 @@ class Pooled:
         return {**self.total.summary(), **cpu_figures(self.cpu_s, self.total.requests)}
 
 
-def interleaved(tool: Side, anchor: Side, concurrency: int, plan: Plan) -> tuple[Pooled, Pooled]:
-    """plan.rounds rounds of the tool and anchor (a), the order alternating: (a, tool), (tool, a), ...
-    so the machine's drift within a figure weighs on both sides alike. The tool's first round gets
-    plan.warmup; every other run plan.round_warmup (the servers are warm by then)."""
-    ours, theirs = Pooled(), Pooled()
+def interleave(sides: Sequence[tuple[Side, bool]], concurrency: int, plan: Plan) -> list[Pooled]:
+    """plan.rounds rounds of every side, each round in the next of the sides' orderings (two sides:
+    (a, b), (b, a), ...; three: all six in turn), so no side is always first or always next to the
+    same one and the machine's drift within a figure weighs on all alike. A side flagged True gets
+    plan.warmup before its first round; every other run plan.round_warmup (the servers are warm)."""
+    pooled = [Pooled() for _ in sides]
+    orders = list(itertools.permutations(range(len(sides))))
     for r in range(plan.rounds):
-        order = [(anchor, theirs), (tool, ours)] if r % 2 == 0 else [(tool, ours), (anchor, theirs)]
-        for side, pooled in order:
-            warmup = plan.warmup if side is tool and r == 0 else plan.round_warmup
-            pooled.run(side, concurrency, plan.round_seconds, warmup)
+        for i in orders[r % len(orders)]:
+            side, warm_first = sides[i]
+            warmup = plan.warmup if warm_first and r == 0 else plan.round_warmup
+            pooled[i].run(side, concurrency, plan.round_seconds, warmup)
+    return pooled
+
+
+def interleaved(tool: Side, anchor: Side, concurrency: int, plan: Plan) -> tuple[Pooled, Pooled]:
+    """The tool and anchor (a) in plan.rounds interleaved rounds ((a, tool), (tool, a), ...), the
+    tool's first round after plan.warmup: `interleave`'s two-sided case."""
+    theirs, ours = interleave([(anchor, False), (tool, True)], concurrency, plan)
     return ours, theirs
 
 

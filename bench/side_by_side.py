@@ -47,6 +47,7 @@ from perf import (
     anchor_a_alongside,
     body_for,
     fmt,
+    interleave,
     interleaved,
     log,
     ratio,
@@ -95,18 +96,10 @@ def side_of(op: Scratch, tool: str, database_url: str | None) -> Side:
 def three_ways(
     this: Side, other: Side, anchor: Side, concurrency: int, plan: Plan
 ) -> tuple[Pooled, Pooled, Pooled]:
-    """As perf.interleaved, with anchor (a) as a third side: round r runs the three in an order
-    turned by r, and reversed in odd rounds, so none is always first or always next to the same one."""
-    pooled = {"this": Pooled(), "other": Pooled(), "anchor": Pooled()}
-    sides = [("other", other), ("this", this), ("anchor", anchor)]
-    for r in range(plan.rounds):
-        order = sides[r % 3 :] + sides[: r % 3]
-        if r % 2:
-            order.reverse()
-        for name, side in order:
-            warmup = plan.warmup if name != "anchor" and r == 0 else plan.round_warmup
-            pooled[name].run(side, concurrency, plan.round_seconds, warmup)
-    return pooled["this"], pooled["other"], pooled["anchor"]
+    """As perf.interleaved, with anchor (a) as a third side (perf.interleave: the six orders of the
+    three in turn)."""
+    theirs, ours, a = interleave([(other, True), (this, True), (anchor, False)], concurrency, plan)
+    return ours, theirs, a
 
 
 def compare(opts: argparse.Namespace, plan: Plan) -> list[dict[str, Any]]:

@@ -71,18 +71,14 @@ def running_run_query() -> QuerySet[Run]:
     return Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).order_by("pk")[:1]
 
 
-def last_finished_query() -> QuerySet[Run]:
-    return (
-        Run.objects.select_related("holder", "day", "ended_by")
-        .exclude(status=Run.Status.RUNNING)
-        .order_by("-id")[:1]
-    )
-
-
 def _answered_runs() -> QuerySet[Run]:
     """Runs with the rows their answers and refusals name (holder, day, who ended it), read in the
     same statement."""
     return Run.objects.select_related("holder", "day", "ended_by")
+
+
+def last_finished_query() -> QuerySet[Run]:
+    return _answered_runs().exclude(status=Run.Status.RUNNING).order_by("-id")[:1]
 
 
 def _run_as_answered(run_id: int) -> Run | None:
