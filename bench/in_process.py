@@ -17,11 +17,13 @@ in flight). Not in it: HTTP, the MCP transport and the JSON-RPC framing. Every a
 as bench/perf.py checks it (a refusal or an error stops the run).
 
 Printed: calls, CPU ms per call of this process (`time.process_time`, which on PostgreSQL leaves
-out the database's backend) and wall ms per call (which does not). `--profile N` runs the measured
-calls under cProfile and prints the N functions with the most own time, and the cumulative time of
-the parts docs/performance.md names (per call; cProfile's clock is wall time and its hooks slow
-every call, so a part that waits on PostgreSQL includes the database's work, and the parts are
-comparable with each other, not with the unprofiled figures).
+out the database's backend) and wall ms per call (which does not), both summed over the
+dispatcher's calls alone: each answer's check (its JSON parsed as bench/perf.py's load generator
+parses it: the benchmark's own work) runs outside the clocks and outside the profiler.
+`--profile N` runs the measured calls under cProfile and prints the N functions with the most own
+time, and the cumulative time of the parts docs/performance.md names (per call; cProfile's clock
+is wall time and its hooks slow every call, so a part that waits on PostgreSQL includes the
+database's work, and the parts are comparable with each other, not with the unprofiled figures).
 
 `--unit-cycles N` measures instead what a unit of work's connection handling costs
 (operator_site/face/db.py): N units that only touch the connection, with `close_old_connections`
@@ -99,15 +101,44 @@ def sse_like(result: Any) -> bytes:
     return json.dumps(payload).encode()
 
 
-async def calls(tool: str, token: str, count: int, tag: str, start: int = 0) -> None:
+class Clock:
+    """CPU and wall seconds summed over the dispatcher's calls alone (the answer's check, which is
+    the benchmark's own work, is outside them), and the profiler enabled around those calls only."""
+
+    def __init__(self, profiler: cProfile.Profile | None = None) -> None:
+        self.cpu = 0.0
+        self.wall = 0.0
+        self.profiler = profiler
+
+    def start(self) -> None:
+        if self.profiler:
+            self.profiler.enable()
+        self._cpu, self._wall = time.process_time(), time.perf_counter()
+
+    def stop(self) -> None:
+        self.cpu += time.process_time() - self._cpu
+        self.wall += time.perf_counter() - self._wall
+        if self.profiler:
+            self.profiler.disable()
+
+
+async def calls(
+    tool: str, token: str, count: int, tag: str, start: int = 0, clock: Clock | None = None
+) -> None:
     from operator_site.face import registry
     from operator_site.face.admission import Presented
     from operator_site.face.dispatch import dispatch
 
     spec = registry.get(tool)
     caller = Presented(token)
+    clock = clock or Clock()
     for i in range(start, start + count):
-        result = await dispatch(spec, caller, tool_args(tool, tag, i))
+        arguments = tool_args(tool, tag, i)
+        clock.start()
+        try:
+            result = await dispatch(spec, caller, arguments)
+        finally:
+            clock.stop()
         problem = strict_check(200, sse_like(result))
         if problem:
             raise SystemExit(f"call {i} of {tool}: {problem}")
@@ -123,17 +154,9 @@ def measure_tool(opts: argparse.Namespace, token: str) -> dict[str, Any]:
     tag = f"inproc-{os.getpid()}"
     asyncio.run(calls(opts.tool, token, opts.warmup, tag))
     profiler = cProfile.Profile() if opts.profile else None
-
-    def run() -> None:
-        if profiler:
-            profiler.enable()
-        try:
-            asyncio.run(calls(opts.tool, token, opts.calls, tag, start=opts.warmup))
-        finally:
-            if profiler:
-                profiler.disable()
-
-    cpu, wall = timed(run)
+    clock = Clock(profiler)
+    asyncio.run(calls(opts.tool, token, opts.calls, tag, start=opts.warmup, clock=clock))
+    cpu, wall = clock.cpu, clock.wall
     report = {
         "tool": opts.tool,
         "database": "postgresql" if opts.database_url else "sqlite",
