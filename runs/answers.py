@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypedDict, cast
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
@@ -117,6 +118,12 @@ def day_dict(day: OperatorDay) -> DayAnswer:
         "opened_via": day.opened_via or None,
         "closed": day.closed_at,
     }
+
+
+def answered_runs() -> QuerySet[Run]:
+    """Runs with the rows `run_dict` names (holder, day, who ended it), read in the same statement:
+    what the run lock's answers and refusals and operator_state's runs section read."""
+    return Run.objects.select_related("holder", "day", "ended_by")
 
 
 def run_dict(run: Run, now: datetime | None = None) -> RunAnswer:

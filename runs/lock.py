@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from runs.answers import RunStatusAnswer, run_status_of
+from runs.answers import RunStatusAnswer, answered_runs, run_status_of
 from runs.checks import check_text
 from runs.days import current_day
 from runs.models import DEFAULT_STALE_AFTER_S, MAX_STALE_AFTER_S, MIN_STALE_AFTER_S, Run
@@ -71,18 +71,12 @@ def running_run_query() -> QuerySet[Run]:
     return Run.objects.select_related("holder", "day").filter(status=Run.Status.RUNNING).order_by("pk")[:1]
 
 
-def _answered_runs() -> QuerySet[Run]:
-    """Runs with the rows their answers and refusals name (holder, day, who ended it), read in the
-    same statement."""
-    return Run.objects.select_related("holder", "day", "ended_by")
-
-
 def last_finished_query() -> QuerySet[Run]:
-    return _answered_runs().exclude(status=Run.Status.RUNNING).order_by("-id")[:1]
+    return answered_runs().exclude(status=Run.Status.RUNNING).order_by("-id")[:1]
 
 
 def _run_as_answered(run_id: int) -> Run | None:
-    return _answered_runs().filter(id=run_id).first()
+    return answered_runs().filter(id=run_id).first()
 
 
 def _mark_stale(run: Run, *, principal: Principal | None, now: datetime, reason: str) -> bool:
@@ -107,7 +101,7 @@ def _recover(current: Run, *, principal: Principal | None, now: datetime) -> boo
     reason = f"no heartbeat for {silent} s (threshold {current.stale_after_s} s); marked stale by {who}"
     if not _mark_stale(current, principal=principal, now=now, reason=reason):
         return False
-    current.refresh_from_db(from_queryset=_answered_runs())  # with the rows its answer names
+    current.refresh_from_db(from_queryset=answered_runs())  # with the rows its answer names
     return True
 
 

@@ -20,8 +20,7 @@ from operator_site.cross_domain.reads.common import (
 )
 from operator_site.models import AuditEvent
 from operator_site.refusals import Refusal
-from runs.answers import run_dict
-from runs.models import Run
+from runs.answers import answered_runs, run_dict
 
 
 # --- operator_state: the full rows, paged ------------------------------------------------------------
@@ -73,7 +72,7 @@ def state(
         "decisions": (Decision.objects.select_related("decided_by"), decision_dict),
         "audit": (AuditEvent.objects.select_related("principal"), audit_dict),
         "intents": (Intent.objects.prefetch_related(with_decisions()), intent_dict),
-        "runs": (Run.objects.select_related("holder", "day", "ended_by"), lambda r: run_dict(r, now)),
+        "runs": (answered_runs(), lambda r: run_dict(r, now)),
     }
     out: dict[str, Any] = {}
     for name in chosen:
