@@ -312,7 +312,8 @@ def update_world_model(
 
 def _summary(ops: Sequence[tuple[str, str]], principal: Principal) -> str:
     verbs = {"add": "added", "update": "updated", "retire": "retired"}
-    return versioned.summary_text([f"{entity} {verbs.get(op, op)}" for op, entity in ops], principal, shown=6)
+    parts = [(f"{entity} {verbs.get(op, op)}", _is_high(entity)) for op, entity in ops]
+    return versioned.summary_text(parts, principal, shown=6)
 
 
 def _value_text(image: Image | None) -> str:
@@ -342,10 +343,9 @@ def _change_dict(change: EntityChange, op: str | None = None) -> dict[str, Any]:
 
 # --- notices ---------------------------------------------------------------------------------------
 def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
-    return [
-        versioned.notice_line(c.entity, _value_text(c.before), _value_text(c.after), high=_is_high(c.entity))
-        for c in changes
-    ]
+    return versioned.notice_lines(
+        [(c.entity, _value_text(c.before), _value_text(c.after), _is_high(c.entity)) for c in changes]
+    )
 
 
 def _notify_write(committed: Committed, confirmation: Confirmation | ApprovalEvidence | None) -> Notification:

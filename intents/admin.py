@@ -21,14 +21,24 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from intents import approval, proposal_page
 from intents.directives import clear_directives
 from intents.handlers import follow_through
 from intents.lifecycle import format_amount, local_text
-from intents.models import Decision, Directive, Intent, IntentEvent, IntentStatus, in_force
+from intents.models import (
+    MAX_AMOUNT_CENTS,
+    Decision,
+    Directive,
+    Intent,
+    IntentEvent,
+    IntentStatus,
+    in_force,
+)
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin
+from operator_site.display import visible_identifier_html
 from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 
@@ -89,7 +99,7 @@ class EditApproveForm(_DecideForm):
 
     title = forms.CharField(max_length=300)
     body = forms.CharField(max_length=20_000, required=False, strip=False)
-    amount_cents = forms.IntegerField(min_value=0, max_value=10**13, required=False)
+    amount_cents = forms.IntegerField(min_value=0, max_value=MAX_AMOUNT_CENTS, required=False)
 
 
 class RespondForm(_DecideForm):
@@ -154,7 +164,7 @@ class IntentAdmin(ReadOnlyAdmin):
         "created_at",
         "action_type",
         "title",
-        "recipient",
+        "recipient_shown",
         "amount",
         "status",
         "policy_decision",
@@ -167,8 +177,19 @@ class IntentAdmin(ReadOnlyAdmin):
     inlines = (IntentEventInline,)
     # `due` is shown through `due_local`: an instant at the edge of the calendar (stored before the
     # door refused such values) cannot be written in every zone, and must not make the page a 500.
-    readonly_fields = (*(f.name for f in Intent._meta.fields if f.name != "due"), "due_local", "decide")
-    exclude = ("due",)
+    # The recipient, through `recipient_shown`: an identifier that mixes directions shows each
+    # right-to-left character as a token, so it reads in the order it is stored (operator_site.display).
+    readonly_fields = (
+        *(f.name for f in Intent._meta.fields if f.name not in ("due", "recipient")),
+        "recipient_shown",
+        "due_local",
+        "decide",
+    )
+    exclude = ("due", "recipient")
+
+    @admin.display(description="recipient", ordering="recipient")
+    def recipient_shown(self, obj: Intent) -> str | SafeString:
+        return visible_identifier_html(obj.recipient) if obj.recipient else "—"
 
     @admin.display(description="due")
     def due_local(self, obj: Intent) -> str:

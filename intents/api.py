@@ -30,7 +30,7 @@ from intents import approval
 from intents.answers import decision_dict, first_decision, intent_dict
 from intents.handlers import follow_through
 from intents.lifecycle import pending_approvals
-from intents.models import Intent
+from intents.models import MAX_AMOUNT_CENTS, Intent
 from operator_site.face.ratelimit import authenticate_and_admit
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
@@ -81,7 +81,9 @@ class DecideIn(Schema):
     )
     title: str | None = Field(None, max_length=300, description="edit: the new title.")
     body: str | None = Field(None, max_length=20_000, description="edit: the new body.")
-    amount_cents: int | None = Field(None, ge=0, description="edit: the new amount (null removes it).")
+    amount_cents: int | None = Field(
+        None, ge=0, le=MAX_AMOUNT_CENTS, description="edit: the new amount (null removes it)."
+    )
     text: str | None = Field(None, max_length=approval.MAX_RESPONSE_CHARS, description="respond: your words.")
     note: str = Field("", max_length=2000, description="accept/ignore/reject: a note for the record.")
 

@@ -24,6 +24,7 @@ from beliefs.services import record_instruction
 from intents.gate import Verdict
 from intents.lifecycle import describe_intent, log_event, move_intent, stamp, withdraw_approval_notice
 from intents.models import (
+    MAX_AMOUNT_CENTS,
     OPEN_DECISION_STATUSES,
     Decision,
     DecisionStatus,
@@ -242,8 +243,13 @@ def edit_and_approve(
             # An edited proposal is held to the same schema as the agent's.
             edited.body = proposals.parse(fresh.action_type, body).body()
     if amount_cents is not ...:
-        if amount_cents is not None and (isinstance(amount_cents, bool) or amount_cents < 0):
-            raise Refusal("invalid_amount", "The amount must be a whole number of cents, zero or more.")
+        if amount_cents is not None and (
+            isinstance(amount_cents, bool) or not 0 <= amount_cents <= MAX_AMOUNT_CENTS
+        ):
+            raise Refusal(
+                "invalid_amount",
+                f"The amount must be a whole number of cents, from 0 to {MAX_AMOUNT_CENTS:,}.",
+            )
         edited.amount_cents = amount_cents
     result = stamp(edited)
     if result.decision == Verdict.DENY:

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,6 +33,7 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
+from operator_site.display import identifier_text, mixes_directions, visible_text
 from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
@@ -312,7 +314,7 @@ def record_intent(
         notify(
             kind="intent_blocked",
             title=f"Blocked: {principal.name} asked to {intent.action_type}: {intent.title}"[:300],
-            body=describe_intent(intent) + "\n\nThe gate denied it; nothing will be done.",
+            body=describe_intent(intent, then=["", "The gate denied it; nothing will be done."]),
             topic=intent.topic,
             dedupe_key=f"intent-blocked:{intent.id}",
             safety=True,  # never held by a directive: the agent it is about could set one
@@ -328,23 +330,68 @@ def format_amount(amount_cents: int | None) -> str:
     return f"{amount_cents // 100:,}.{amount_cents % 100:02d} ({amount_cents} cents)"
 
 
-def describe_intent(intent: Intent) -> str:
-    """The payload in plain text, as the person is shown it."""
-    lines = [f"{intent.actor} asks to {intent.action_type}: {intent.title}"]
+# Characters and lines of what an agent wrote (an intent's body, a proposal) that a notice quotes; the
+# approval page shows all of it.
+QUOTED_SHOWN = 2_000
+QUOTED_LINES = 40
+
+
+def describe_intent(intent: Intent, *, then: Sequence[str] = ()) -> str:
+    """The payload in plain text, as a notice shows it to the person.
+
+    The operator's own lines come first — who asks, what, to whom, how much, when, why it needs the
+    person — then ``then`` (a notice's own lines: the choices and their links, the expiry), and last
+    what the agent wrote (the body, or a proposal's changes and reason), every line quoted with "> "
+    and bounded to QUOTED_SHOWN characters. So nothing an agent writes can pose as the operator's own
+    lines (a forged "Your choices" with links elsewhere), or push them out of sight."""
+    title = visible_text(intent.title, single_line=True)
+    lines = [f"{intent.actor} asks to {identifier_text(intent.action_type)}: {title}"]
     if intent.recipient:
-        lines.append(f"To: {intent.recipient}")
+        lines.append(f"To: {identifier_text(intent.recipient)}")
+        if mixes_directions(intent.recipient):
+            lines.append(
+                "  (it mixes right-to-left and left-to-right characters: each right-to-left one is "
+                "shown as [U+XXXX], so it reads in the order it is stored)"
+            )
     if intent.amount_cents is not None:
         lines.append(f"Amount: {format_amount(intent.amount_cents)}")
     if intent.due:
         lines.append(f"Due: {local_text(intent.due)}")
     if intent.topic:
-        lines.append(f"Topic: {intent.topic}")
-    if proposals.kind_of(intent.action_type) is not None:
-        lines += ["", *proposals.describe(intent.action_type, intent.body)]
-    elif intent.body:
-        lines += ["", intent.body]
+        lines.append(f"Topic: {identifier_text(intent.topic)}")
     lines += ["", "Why it needs you:", *(f"- {reason}" for reason in intent.policy_reasons)]
+    lines += then
+    if proposals.kind_of(intent.action_type) is not None:
+        written = "\n".join(proposals.describe(intent.action_type, intent.body))
+        lines += ["", f"The proposal {intent.actor} wrote, quoted:", *quoted(written)]
+    elif intent.body:
+        lines += ["", f"The text {intent.actor} wrote ({len(intent.body):,} characters), quoted:"]
+        lines += quoted(intent.body)
     return "\n".join(lines)
+
+
+def quoted(text: str, *, limit: int = QUOTED_SHOWN, lines: int = QUOTED_LINES) -> list[str]:
+    """An agent's text as quoted lines ("> "), cut where it would pass `limit` characters as a person
+    is shown it (each hidden character as its token, which every surface puts in its place) or
+    `lines` lines, with a note of how much more there is. The text itself stays as written: the
+    surfaces mark its hidden characters and say that they do.
+    The other characters a reader might take for a line break (a lone CR, the form feed, NEL, the
+    Unicode line separator...) never reach one: every surface shows them as tokens
+    (operator_site.display), so they cannot let the text out of the quote either."""
+    text = text.replace("\r\n", "\n")
+    keep = len(text)
+    if len(visible_text(text)) > limit:  # the longest start of it that is shown in `limit` characters
+        low, high = 0, min(keep, limit)
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if len(visible_text(text[:middle])) <= limit else (low, middle - 1)
+        keep = low
+    cut = text[:keep].split("\n")[:lines]
+    rest = len(text) - (sum(len(line) + 1 for line in cut) - 1)
+    out = [f"> {line}" for line in cut]
+    if rest > 0:
+        out.append(f"> … {rest:,} more characters: the whole text is on the approval page.")
+    return out
 
 
 def decide_url(intent: Intent) -> str:
@@ -354,11 +401,11 @@ def decide_url(intent: Intent) -> str:
 def notify_approval_request(intent: Intent, decision: Decision) -> None:
     """One approval request per intent (dedupe key `intent:<id>`), held and released by directives."""
     url = decide_url(intent)
-    choices = "\n".join(f"- {affordance}: {url}{affordance}/" for affordance in APPROVAL_AFFORDANCES)
-    expires = local_text(intent.expires_at) if intent.expires_at else None
-    body = f"{describe_intent(intent)}\n\nYour choices (each opens a confirmation page):\n{choices}\n" + (
-        f"\nUnless you decide, it expires {expires}.\n" if expires else ""
-    )
+    choices = [f"- {affordance}: {url}{affordance}/" for affordance in APPROVAL_AFFORDANCES]
+    then = ["", "Your choices (each opens a confirmation page):", *choices]
+    if intent.expires_at:
+        then += ["", f"Unless you decide, it expires {local_text(intent.expires_at)}."]
+    body = describe_intent(intent, then=then) + "\n"
     notify(
         kind="approval_request",
         title=f"Approve: {intent.title}",

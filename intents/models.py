@@ -104,6 +104,12 @@ class PolicyDecision(models.TextChoices):
     DENY = "deny", "deny"
 
 
+# The largest amount an intent may carry, in cents (a hundred billion in any currency): the bound of
+# every door that takes one — the agent's tool, the admin's edit form, the human API's edit — and of
+# the edit itself (intents.approval), well inside the 64-bit column on both databases.
+MAX_AMOUNT_CENTS = 10**13
+
+
 class Intent(models.Model):
     """A typed action an agent wants done in the outside world, stamped by the gate (docs/gate.md).
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from intents import answers, decisions, directives, lifecycle
+from intents.models import MAX_AMOUNT_CENTS
 from operator_site.display import Identifier
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
@@ -118,7 +119,7 @@ class ActionSpec(BaseModel):
     amount_cents: int | None = Field(
         None,
         ge=0,
-        le=10**13,
+        le=MAX_AMOUNT_CENTS,
         description="Money, in cents; any positive amount needs approval.",
     )
     body: str | None = Field(None, max_length=20_000, description="Text to send, publish or keep.")

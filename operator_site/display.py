@@ -34,8 +34,20 @@ and tab of free text, every format character (Cf: the bidi embeddings, overrides
 zero-width space/joiners, word joiner, BOM, soft hyphen, invisible operators, tag characters, ...),
 the line and paragraph separators (Zl, Zp), surrogates, private-use and unassigned code points, and a
 list of letters and marks that render as nothing (Hangul fillers, the combining grapheme joiner, Khmer
-inherent vowels, Mongolian variation selectors, the braille blank). Identifiers refuse those, plus any
-line break or tab, any space other than U+0020, and variation selectors.
+inherent vowels, Mongolian variation selectors, the braille blank, the Khitan filler, the musical
+null notehead). Variation selectors (U+FE00-FE0F, U+E0100-E01EF) are hidden too — a run of them after
+one character can carry a whole hidden message — except U+FE0E/FE0F right after a symbol or a
+punctuation mark (an emoji's text or picture form, as in ❤️) or after a digit that a keycap follows
+(1️⃣): those are shown as they are. Identifiers refuse all of those, plus any line break or tab, any
+space other than U+0020, and every variation selector.
+
+**Directions inside an identifier.** Isolation keeps an agent string from reordering the page around
+it, not the order inside it: an account number that starts with one visible right-to-left character
+(a Hebrew geresh looks like an apostrophe) is laid out right to left, its groups of digits in reverse
+order. An identifier that mixes directions — a right-to-left character (bidi class R, AL or AN) and a
+character read left to right (L, EN, AN) — is shown with each right-to-left character as a token
+(`identifier_text`, `visible_identifier_html`), so what is shown reads in the order it is stored. An
+identifier written in one right-to-left script alone is shown as it is.
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 from django.utils.html import escape
@@ -51,8 +63,10 @@ from django.utils.safestring import SafeString, mark_safe
 from pydantic import BeforeValidator, StrictInt
 
 # Letters and marks that are not format characters but render as nothing (or as blank space).
+# The last two: KHITAN SMALL SCRIPT FILLER, MUSICAL SYMBOL NULL NOTEHEAD.
 _BLANK_LOOKING = frozenset(
-    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0]
+    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0}
+    | {0x16FE4, 0x1D159}
 )
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 _LAYOUT = frozenset("\n\t")  # kept in free text: they show as what they are (with pre-wrap)
@@ -73,24 +87,30 @@ _CONTROL_NAMES = {
 }
 
 
+def _is_variation_selector(code: int) -> bool:
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
 def is_hidden(ch: str) -> bool:
-    """Would this character, shown as it is, be invisible or move other text? (Free-text rule: the
-    line feed and tab are layout, not hidden.)"""
+    """Would this character, shown as it is (alone), be invisible or move other text? (Free-text
+    rule: the line feed and tab are layout, not hidden. In running text `hidden_re` also lets an
+    emoji's U+FE0E/FE0F through, after a symbol, a punctuation mark or a keycap's digit.)"""
     if ch in _LAYOUT:
         return False
     code = ord(ch)
-    return code in _BLANK_LOOKING or unicodedata.category(ch) in _HIDDEN_CATEGORIES
+    return (
+        code in _BLANK_LOOKING
+        or _is_variation_selector(code)
+        or unicodedata.category(ch) in _HIDDEN_CATEGORIES
+    )
 
 
 def refused_in_identifier(ch: str) -> bool:
     """Identifiers are stricter: no hidden character, no line break or tab, no space but U+0020, no
-    variation selector."""
+    variation selector (not even an emoji's)."""
     if ch in _LAYOUT or is_hidden(ch):
         return True
-    code = ord(ch)
-    if unicodedata.category(ch) == "Zs" and ch != " ":
-        return True
-    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+    return unicodedata.category(ch) == "Zs" and ch != " "
 
 
 # One pass of a compiled pattern finds every hidden character (a per-character Python loop is ~50x
@@ -107,16 +127,19 @@ def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
         else:
             ranges.append([code, code])
 
+    symbols: list[list[int]] = []  # symbols and punctuation: the bases of an emoji's presentation
     category = unicodedata.category
     for code in range(0x110000):
         # The same decisions as is_hidden / refused_in_identifier, inlined: this loop runs 1.1M times.
         cat = category(chr(code))
-        if cat in _HIDDEN_CATEGORIES or code in _BLANK_LOOKING:
+        if cat in _HIDDEN_CATEGORIES or code in _BLANK_LOOKING or _is_variation_selector(code):
             add(refused, code)
-            if code not in (0x09, 0x0A):
+            if code not in (0x09, 0x0A, 0xFE0E, 0xFE0F):
                 add(hidden, code)
-        elif (cat == "Zs" and code != 0x20) or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+        elif cat == "Zs" and code != 0x20:
             add(refused, code)
+        elif cat[0] in "SP":
+            add(symbols, code)
 
     def chars(ranges: list[list[int]]) -> str:
         parts = "".join(
@@ -137,7 +160,15 @@ def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
             pattern += f"|[\U00010000-\U0010ffff](?<={chars(astral)})"
         return re.compile(pattern)
 
-    return compiled(hidden), compiled(refused)
+    # U+FE0E/FE0F: hidden unless right after a symbol or punctuation mark (an emoji's presentation),
+    # or after a digit and before U+20E3 (a keycap). After another selector (a run of them), after a
+    # letter, a space or nothing, they are hidden like every other variation selector.
+    emoji_form = (
+        f"|(?<!{chars(symbols)})(?<![0-9])[\ufe0e\ufe0f]"  # not after a symbol, punctuation or digit
+        "|(?<=[0-9])[\ufe0e\ufe0f](?!\u20e3)"  # after a digit, but no keycap follows
+    )
+    hidden_pattern = compiled(hidden)
+    return re.compile(hidden_pattern.pattern + emoji_form), compiled(refused)
 
 
 def hidden_re() -> re.Pattern[str]:
@@ -242,6 +273,67 @@ def visible_html(value: Any) -> SafeString:
     (``<bdi class="op-agent">``) so it cannot reorder the text around it."""
     text = "" if value is None else str(value)
     return mark_safe(f'<bdi class="op-agent">{mark_html_text(escape(text))}</bdi>')  # noqa: S308
+
+
+# --- identifiers shown ------------------------------------------------------------------------------------
+_RIGHT_TO_LEFT = frozenset({"R", "AL", "AN"})  # letters of right-to-left scripts, Arabic digits
+_READ_LEFT_TO_RIGHT = frozenset({"L", "EN", "AN"})  # what a left-to-right reader reads in order
+
+
+def mixes_directions(text: str | None) -> bool:
+    """Does this identifier hold a right-to-left character and a character read left to right? Then
+    the bidirectional algorithm may lay its parts out in another order than the stored one."""
+    if not text:
+        return False
+    classes = {unicodedata.bidirectional(ch) for ch in hidden_re().sub("", text)}  # those are tokens
+    return bool(classes & _RIGHT_TO_LEFT) and bool(classes & _READ_LEFT_TO_RIGHT)
+
+
+def _is_right_to_left(ch: str) -> bool:
+    """A visible right-to-left character (a hidden one, such as U+200F, is a token already)."""
+    return unicodedata.bidirectional(ch) in _RIGHT_TO_LEFT and not hidden_re().match(ch)
+
+
+def _in_stored_order(text: str, mark: Callable[[str], str]) -> str:
+    if not mixes_directions(text):
+        return text
+    return "".join(mark(ch) if _is_right_to_left(ch) else ch for ch in text)
+
+
+def identifier_text(value: Any) -> str:
+    """An identifier (a recipient, an action type, a topic) for a plain-text surface: one line, hidden
+    characters as tokens, and, when it mixes directions, each right-to-left character as a token too,
+    so that it reads in the order it is stored."""
+    return _in_stored_order(visible_text(value, single_line=True), token)
+
+
+def visible_identifier_html(value: Any) -> SafeString:
+    """`identifier_text` for an HTML page: escaped, every token marked (``op-hidden``, named in its
+    tooltip, so the page's banner says so), direction isolated."""
+    text = "" if value is None else str(value)
+    if not mixes_directions(text):
+        return visible_html(text)
+    parts = []
+    for run in _runs(text):
+        if _is_right_to_left(run[0]):
+            title = f"{describe_char(run)} (right-to-left, in an identifier that mixes directions)"
+            parts.append(f'<span class="op-hidden" title="{escape(title)}">{token(run)}</span>')
+        else:
+            parts.append(mark_html_text(escape(run)))
+    return mark_safe(f'<bdi class="op-agent">{"".join(parts)}</bdi>')  # noqa: S308
+
+
+def _runs(text: str) -> list[str]:
+    """`text` cut into single right-to-left characters and the runs between them."""
+    runs: list[str] = []
+    for ch in text:
+        if _is_right_to_left(ch):
+            runs.append(ch)
+        elif runs and not _is_right_to_left(runs[-1][0]):
+            runs[-1] += ch
+        else:
+            runs.append(ch)
+    return runs
 
 
 # --- identifiers ------------------------------------------------------------------------------------------

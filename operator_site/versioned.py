@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from operator_site import proposals
 from operator_site.changes import ChangeList
+from operator_site.display import visible_text
 from operator_site.lineage import (
     UNDO_IT,
     Committed,
@@ -98,10 +99,34 @@ def provenance_columns(image: Image, number: int) -> dict[str, Any]:
 
 
 # --- what a version says ---------------------------------------------------------------------------------
-def summary_text(parts: Sequence[str], principal: Principal, *, shown: int) -> str:
-    """A version's summary: its first `shown` parts, how many more, and who wrote it."""
-    more = len(parts) - shown
-    return "; ".join(parts[:shown]) + (f"; and {more} more" if more > 0 else "") + f" (by {principal.name})"
+# A version's summary (a notice's title, an email's subject) names each change in at most this many
+# characters, and a notice's line shows each value in at most NOTICE_VALUE_SHOWN: the notice's page
+# shows them whole.
+SUMMARY_PART_SHOWN = 80
+NOTICE_VALUE_SHOWN = 300
+
+
+def summary_text(parts: Sequence[tuple[str, bool]], principal: Principal, *, shown: int) -> str:
+    """A version's summary: its first `shown` parts (each a change's text and whether it is
+    high-stakes), how many more, and who wrote it. The high-stakes changes come first and each part is
+    cut short, so that no number or length of low-stakes changes keeps a high-stakes one out of a
+    safety notice's title (its email subject is bounded)."""
+    ordered = [
+        visible_text(text, single_line=True, limit=SUMMARY_PART_SHOWN) for text, _ in _high_first(parts)
+    ]
+    more = len(ordered) - shown
+    return "; ".join(ordered[:shown]) + (f"; and {more} more" if more > 0 else "") + f" (by {principal.name})"
+
+
+def _high_first(items: Sequence[Any]) -> list[Any]:
+    """`items` (each ending in its high-stakes flag) with the high-stakes ones first, else in order."""
+    return sorted(items, key=lambda item: not item[-1])
+
+
+def notice_lines(changes: Sequence[tuple[str, str, str, bool]]) -> list[str]:
+    """A notice's lines of what changed, one per (what, before, after, high-stakes): the high-stakes
+    ones first, so that no number of low-stakes changes pushes them down."""
+    return [notice_line(what, before, after, high=high) for what, before, after, high in _high_first(changes)]
 
 
 def diff_rows(
@@ -126,7 +151,11 @@ def side(image: Image | None, fields: Sequence[str]) -> dict[str, Any] | None:
 
 
 def notice_line(what: str, before: str, after: str, *, high: bool) -> str:
-    """One line of a notice: what changed, from what to what."""
+    """One line of a notice: what changed, from what to what. Each part is made one line (a value's
+    own line breaks cannot start lines that pose as the notice's) and cut to NOTICE_VALUE_SHOWN."""
+    what, before, after = (
+        visible_text(part, single_line=True, limit=NOTICE_VALUE_SHOWN) for part in (what, before, after)
+    )
     return f"- {'HIGH-STAKES ' if high else ''}{what}: {before} → {after}"
 
 

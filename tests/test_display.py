@@ -3,7 +3,9 @@ outbound deadline helper: the rules each surface relies on, one by one."""
 
 from __future__ import annotations
 
+import re
 import time
+import unicodedata
 
 import pytest
 
@@ -28,7 +30,12 @@ from operator_site.middleware import BANNER_MARKER, mark_page
         ("\u00a0", False),
         ("é", False),
         ("ע", False),
-        ("\ufe0f", False),
+        # Variation selectors, alone (after a letter, below, or in a run), and blank-looking letters.
+        ("\ufe0f", True),
+        ("\ufe00", True),
+        ("\U000e0100", True),
+        ("\U00016fe4", True),
+        ("\U0001d159", True),
     ],
 )
 def test_which_characters_are_hidden(ch: str, hidden: bool) -> None:
@@ -55,6 +62,70 @@ def test_the_compiled_patterns_match_exactly_the_characters_the_rules_name() -> 
     assert [m.start() for m in refused.finditer(text)] == [
         i for i, ch in enumerate(every) if display.refused_in_identifier(ch)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "marked"),
+    [
+        ("I \u2764\ufe0f it", []),  # an emoji's picture form, after a symbol
+        ("\u00a9\ufe0e 2026", []),  # a symbol's text form
+        ("press 1\ufe0f\u20e3", []),  # a keycap
+        ("\u203c\ufe0f done", []),  # after punctuation
+        ("a\ufe0f", ["\ufe0f"]),  # after a letter: nothing to select, it only hides
+        ("1\ufe0f2", ["\ufe0f"]),  # after a digit with no keycap
+        ("\ufe0fstart", ["\ufe0f"]),
+        ("\U0001f600\ufe0f\ufe0f", ["\ufe0f"]),  # the second of a run
+        # A whole message hidden in selectors after one emoji (each byte one selector): every one marked.
+        (
+            "\U0001f600" + "".join(chr(0xE0100 + b) for b in b"pay") + "\ufe01",
+            ["\U000e0170", "\U000e0161", "\U000e0179", "\ufe01"],
+        ),
+        ("\u6f22\U000e0100", ["\U000e0100"]),
+    ],
+)
+def test_variation_selectors_are_marked_except_an_emojis_presentation(text: str, marked: list[str]) -> None:
+    assert display.hidden_chars(text) == marked
+    shown = display.visible_text(text)
+    assert not display.has_hidden(shown)
+    for ch in marked:
+        assert display.token(ch) in shown
+
+
+def test_an_identifier_that_mixes_directions_reads_in_the_order_it_is_stored() -> None:
+    """The bidirectional algorithm (python-bidi, the reference rules) lays out what is shown: an
+    identifier mixing a right-to-left character with what a left-to-right reader reads would show its
+    parts in another order; shown with each right-to-left character as a token, it reads as stored."""
+    from bidi import get_display
+
+    spoofs = [
+        "\u05f3 1111 2222 3333",  # a geresh, which looks like an apostrophe, before an account number
+        "0958 7946 20 44+\u05f3",  # a phone number stored reversed
+        "\u05d0 DE89 3704 0044 0532 0130 00",  # a Hebrew letter before an IBAN
+        "GB82 WEST 1234 \u0627 5698 7654 32",  # an Arabic letter inside one
+        "\u0661\u0662\u0663\u0664 \u0665\u0666\u0667\u0668",  # Arabic-Indic digits alone
+        "IBAN \u05d0 12 34 56",  # a letter that makes the groups after it run right to left
+    ]
+
+    def reads_as_stored(text: str) -> bool:
+        # Alone (a page's <bdi>: its direction from its first strong character) and after a label.
+        return get_display(text) == text and get_display(f"To: {text}") == f"To: {text}"
+
+    for text in spoofs:
+        assert not reads_as_stored(text), text  # shown as it is, it would reorder
+        assert display.mixes_directions(text)
+        shown = display.identifier_text(text)
+        assert reads_as_stored(shown), (text, shown)
+        assert not {unicodedata.bidirectional(ch) for ch in shown} & {"R", "AL", "AN"}  # all tokens now
+        html = display.visible_identifier_html(text)
+        assert html.startswith('<bdi class="op-agent">') and "right-to-left, in an identifier" in html
+        # The page's text (markup removed) is the plain text's, so it reads in order as well.
+        assert re.sub(r"<[^>]*>", "", html) == shown.replace("&", "&amp;")
+    # One right-to-left script alone, or with only hidden characters beside it, is shown as it is.
+    for text in ("\u05d3\u05e0\u05d9 \u05db\u05d4\u05df", "\u0645\u062d\u0645\u062f \u0639\u0644\u064a"):
+        assert not display.mixes_directions(text)
+        assert display.identifier_text(text) == text
+        assert display.visible_identifier_html(text) == display.visible_html(text)
+    assert display.identifier_text("DE89\u200f 1234") == "DE89[U+200F] 1234"  # a mark is a hidden token
 
 
 def test_identifiers_are_stricter_and_the_refusal_names_the_character() -> None:

@@ -20,6 +20,7 @@ from goals.goal_model.kinds import (
 from goals.goal_model.state import Resolution, State, resolve
 from goals.goal_model.validation import Op
 from operator_site import versioned
+from operator_site.display import visible_text
 from operator_site.evidence import Claim
 from operator_site.lineage import Image
 from operator_site.models import Principal
@@ -406,8 +407,9 @@ def summary_of(planned: Planned, principal: Principal) -> str:
         if not effect.changed:
             continue
         kind = effect.op.kind
-        text = f"{kind.name} “{effect.after[kind.label]}” {_VERBS[effect.op.op]}"
+        label = visible_text(effect.after[kind.label], single_line=True, limit=50)  # the verb stays in view
+        text = f"{kind.name} “{label}” {_VERBS[effect.op.op]}"
         if effect.op.op in ("rerank", "move") or (effect.op.op == "add" and effect.order_after):
             text += f" (#{effect.order_after.index(effect.item_id) + 1})" if effect.order_after else ""
-        parts.append(text)
+        parts.append((text, kind.high_stakes))
     return versioned.summary_text(parts, principal, shown=5)

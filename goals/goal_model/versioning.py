@@ -56,10 +56,9 @@ def announce(committed: Committed, evidence: Evidence | None) -> Notification:
     ordinary one (projects only: held, capped and digested like any other, so free edits can never
     bury a safety notice)."""
     rows = readable_rows(committed.changes)
-    lines = [
-        versioned.notice_line(r["what"], r["before"] or "—", r["after"] or "—", high=r["stakes"] == "high")
-        for r in rows
-    ]
+    lines = versioned.notice_lines(
+        [(r["what"], r["before"] or "—", r["after"] or "—", r["stakes"] == "high") for r in rows]
+    )
     high = any(r["stakes"] == "high" for r in rows)
     return VERSIONED.notify(committed, lines, evidence=evidence, safety=high)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from intents.models import Decision, Intent
+from intents.models import MAX_AMOUNT_CENTS, Decision, Intent
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +103,30 @@ def test_edit(person, pending) -> None:
     body = response.json()
     assert (body["status"], body["title"], body["amount_cents"]) == ("approved", "Monthly plan", 490)
     assert body["idempotency_key"] != pending.idempotency_key
+
+
+@pytest.mark.parametrize("amount", [-1, MAX_AMOUNT_CENTS + 1, 2**63, 10**19, 10**40])
+def test_an_edit_amount_out_of_bounds_is_refused_and_writes_nothing(person, pending, amount: int) -> None:
+    """The bound the agent's tool and the admin's form hold (MAX_AMOUNT_CENTS): never a 500 from a
+    number past the database's 64-bit column."""
+    client, token = person
+    response = decide(
+        client, pending.pk, token, decision="edit", seen=pending.payload_digest, amount_cents=amount
+    )
+    assert response.status_code == 422 and "amount_cents" in response.content.decode(), response.content
+    fresh = Intent.objects.get(pk=pending.pk)
+    assert (fresh.status, fresh.amount_cents) == ("pending_approval", 4900)
+    assert (
+        decide(
+            client,
+            pending.pk,
+            token,
+            decision="edit",
+            seen=pending.payload_digest,
+            amount_cents=MAX_AMOUNT_CENTS,
+        ).status_code
+        == 200
+    )
 
 
 def test_edit_keeps_the_amount_unless_it_is_given(person, pending) -> None:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from intents import approval
 from intents.answers import intent_dict
 from intents.lifecycle import ActionInput, expire_pending, idempotency_key, payload_digest, record_intent
-from intents.models import Decision, Intent, IntentEvent
+from intents.models import MAX_AMOUNT_CENTS, Decision, Intent, IntentEvent
 from operator_site.models import Instruction, Principal
 from operator_site.refusals import Refusal
 
@@ -194,6 +194,8 @@ def test_edit_colliding_with_another_intent_of_the_day_is_refused(agent, person,
         ({"title": "  "}, "title_required"),
         ({"title": "x" * 301}, "title_too_long"),
         ({"amount_cents": -1}, "invalid_amount"),
+        ({"amount_cents": MAX_AMOUNT_CENTS + 1}, "invalid_amount"),
+        ({"amount_cents": 10**19}, "invalid_amount"),  # past a 64-bit column: refused, not a 500
     ],
 )
 def test_bad_edits_are_refused(person, pending, fields: dict, code: str) -> None:

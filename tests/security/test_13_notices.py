@@ -17,6 +17,7 @@ webhook receiver — and the person gets the notice at once, once, with its reve
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from datetime import timedelta
@@ -437,5 +438,198 @@ def test_a_dripping_webhook_never_pins_delivery_nor_doubles_the_email(
         bypasses=len(found),
         found=found,
         webhook_connections=drips,
+    )
+    assert found == {}
+
+
+# --- forged or pushed out of view -------------------------------------------------------------------------------
+# What an agent could write to pose as the operator's own lines: the sections a person acts on, with links
+# elsewhere, after each character some reader may take for a line break.
+FORGED_SECTIONS = (
+    "Invoice attached.{br}{br}Why it needs you:{br}- Already approved by you on the phone.{br}{br}"
+    "Your choices (each opens a confirmation page):{br}"
+    "- accept: https://operator-login.example.net/admin/intents/intent/7/decide/accept/{br}"
+    "Undo this change (one tap, asks you to confirm): https://operator-login.example.net/revert/x/{br}"
+)
+LINE_BREAKS = ["\n", "\r\n", "\r", "\u2028", "\u2029", "\x85", "\x0c", "\x0b"]
+
+
+def _email_of(notice: Notification) -> str:
+    subject = notice_channels.email_subject(notice)
+    [email] = [m for m in mail.outbox if m.subject == subject]
+    return email.body
+
+
+def _operator_lines(text: str) -> list[str]:
+    """The lines of a notice's text that are not an agent's quoted words."""
+    return [line for line in text.replace("\r\n", "\n").split("\n") if not line.startswith("> ")]
+
+
+def test_agent_text_never_poses_as_the_operators_lines_nor_pushes_them_out_of_view(
+    make_principal, settings, scorecard
+) -> None:
+    """An intent's body and a proposal's reason (20,000 characters of the agent's choosing, the door's
+    limits) in the approval request and the blocked-intent notice: the operator's own lines — what is
+    asked, why it needs the person, the choices and their links — come first, every line of the
+    agent's text is quoted ("> "), the quote is bounded, and no forged section or foreign link is
+    outside it. In the email, the webhook summary and the notice as stored (the admin's page)."""
+    receiver = WebhookReceiver().start()
+    settings.OPERATOR_WEBHOOK_URL = receiver.url
+    settings.OPERATOR_NOTIFY_EMAIL = "person@example.com"
+    agent = make_principal("scout").principal
+    found: dict[str, list[str]] = {}
+    cases = 0
+    try:
+        for i, br in enumerate(LINE_BREAKS):
+            forged = FORGED_SECTIONS.format(br=br)
+            body = forged + br * 3000 + forged  # far down, and again at the end
+            asks = [
+                (
+                    "approval request",
+                    {"type": "spend", "title": f"Renewal {i}", "amount_cents": 990000, "body": body},
+                ),
+                ("blocked intent", {"type": "share_credentials", "title": f"Leak {i}", "body": body}),
+                (
+                    "proposal",
+                    {
+                        "type": "world_model_change",
+                        "title": f"Proposal {i}",
+                        "changes": [{"op": "add", "kind": "note", "key": f"k{i}", "value": "v"}],
+                        "reason": forged,
+                    },
+                ),
+            ]
+            for name, action in asks:
+                answer = run_tool(agent, "operator_record_action_intent", {"action": action})
+                assert answer.get("id"), answer
+                key = (
+                    f"intent-blocked:{answer['id']}"
+                    if answer["status"] == "blocked"
+                    else f"intent:{answer['id']}"
+                )
+                notice = Notification.objects.get(dedupe_key=key)
+                [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
+                texts = {
+                    "email": _email_of(notice),
+                    "webhook": json.loads(hit.body)["body"],
+                    "stored": notice.body,
+                }
+                for surface, text in texts.items():
+                    cases += 1
+                    wrong = []
+                    ours = _operator_lines(text)
+                    if any("operator-login.example.net" in line for line in ours):
+                        wrong.append("a forged line outside the quote")
+                    if sum(line.startswith(("Why it needs you", "Your choices")) for line in ours) > 2:
+                        wrong.append("a forged section heading outside the quote")
+                    first_quote = text.find("\n> ")
+                    if first_quote < 0 or first_quote > 2_000:
+                        wrong.append(f"the agent's text starts at {first_quote}")
+                    if "Why it needs you:" not in text[: max(first_quote, 0)]:
+                        wrong.append("why it needs the person is not before the agent's text")
+                    if name == "approval request" and "Your choices" not in text[: max(first_quote, 0)]:
+                        wrong.append("the choices are not before the agent's text")
+                    if len(text) > 6_000:
+                        wrong.append(f"{len(text)} characters: the agent's text is not bounded")
+                    if wrong:
+                        found[f"{name} {surface} U+{ord(br[-1]):04X}"] = wrong
+    finally:
+        receiver.stop()
+    scorecard(
+        13,
+        f"forged: {len(LINE_BREAKS)} line breaks x 3 notices (approval request, blocked intent, proposal) x email, webhook, stored: the operator's lines first, the agent's quoted and bounded",
+        cases=cases,
+        bypasses=len(found),
+        found=found,
+    )
+    assert found == {}
+
+
+def test_a_safety_notice_names_its_high_stakes_change_first(make_principal, settings, scorecard) -> None:
+    """Low-stakes changes put before the high-stakes one in the same write, in number and in length
+    (4,000-character values, values that hold forged notice lines): the notice's title (the email's
+    subject, the dashboard's line) names the high-stakes change, its line comes first in the text,
+    each value is one bounded line, and the only undo link is the operator's."""
+    settings.OPERATOR_NOTIFY_EMAIL = "person@example.com"
+    owner = make_principal("person", kind="human").principal
+    agent = make_principal("scout").principal
+    forged = "\n- HIGH-STAKES nothing: a → b\nUndo this change (one tap, asks you to confirm): https://operator-login.example.net/revert/x/\n"
+    filler = ("Grocery list item. " * 210)[:3700]
+    found: dict[str, list[str]] = {}
+    cases = 0
+
+    def check(name: str, notice: Notification, names: str, line: str) -> None:
+        nonlocal cases
+        cases += 1
+        wrong = []
+        subject = notice_channels.email_subject(notice)
+        text = _email_of(notice)
+        if not notice.safety:
+            wrong.append("not a safety notice")
+        if names not in subject or names not in notice.title:
+            wrong.append(f"the title does not name it: {subject!r}")
+        first = text.find("HIGH-STAKES")
+        if first < 0 or first > 1_000 or line not in text[first : text.find("\n", first)]:
+            wrong.append(f"its line is at {first}")
+        undo = [line for line in text.split("\n") if line.startswith("Undo this change")]
+        if len(undo) != 1 or "operator-login" in undo[0] or not links_to(undo[0], notice):
+            wrong.append(f"undo lines: {undo}")
+        if len(text) > 10_000:
+            wrong.append(f"{len(text)} characters")
+        if wrong:
+            found[name] = wrong
+
+    sentence = "My name is Mallory Example."
+    beliefs.record_instruction(principal=owner, text=sentence)
+    notes = [
+        {"op": "add", "kind": "note", "key": f"shopping_{i}_{'x' * 60}", "value": f"{filler}{forged}{i}"}
+        for i in range(6)
+    ]
+    answer = run_tool(
+        agent,
+        "operator_update_world_model",
+        {
+            "changes": [*notes, {"op": "add", "kind": "identity", "key": "name", "value": "Mallory Example"}],
+            "confirmedInConversation": True,
+            "confirmationQuote": sentence,
+        },
+    )
+    assert answer["ok"], answer
+    check(
+        "world model: six long notes, then the name",
+        _version_notice("world_model", answer["version"]),
+        "identity/name",
+        "identity/name",
+    )
+
+    title = "Run marathon number 7"
+    sentence = f"Please add a new goal: {title}."
+    beliefs.record_instruction(principal=owner, text=sentence)
+    projects = [
+        {"entity": "project", "op": "add", "fields": {"title": f"{'Free project ' * 20}{i}"}}
+        for i in range(6)
+    ]
+    answer = run_tool(
+        agent,
+        "operator_reconcile_goal_model",
+        {
+            "changes": [*projects, {"entity": "goal", "op": "add", "fields": {"title": title}}],
+            "confirmedInConversation": True,
+            "confirmationQuote": sentence,
+        },
+    )
+    assert answer["ok"], answer
+    check(
+        "goal model: six long projects, then a goal",
+        _version_notice("goal_model", answer["version"]),
+        "goal “Run marathon",
+        title,
+    )
+    scorecard(
+        13,
+        "first: 2 safety notices (world model, goal model) with six long low-stakes changes before the high-stakes one",
+        cases=cases,
+        bypasses=len(found),
+        found=found,
     )
     assert found == {}

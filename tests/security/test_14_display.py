@@ -30,11 +30,18 @@ from hypothesis import strategies as st
 from intents.lifecycle import ActionInput, record_intent
 from intents.models import Intent
 from operator_site import notice_channels
-from operator_site.display import has_hidden, header_text, token, visible_html, visible_text
+from operator_site.display import (
+    has_hidden,
+    header_text,
+    identifier_text,
+    token,
+    visible_html,
+    visible_text,
+)
 from operator_site.models import AuditEvent, Notification
 from tests.fixtures import SEED_HEADERS, asgi_http
 from tests.receivers import WebhookReceiver
-from tests.security.helpers import envelope_of, message_of, tools_call
+from tests.security.helpers import envelope_of, message_of, run_tool, tools_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,6 +77,12 @@ HIDDEN = [
     "\x7f",
     "\x85",
     "\r",
+    # Variation selectors (a run of them after one character can carry a hidden message) and letters
+    # that render as nothing.
+    "\ufe00",
+    "\U000e0100",
+    "\U00016fe4",
+    "\U0001d159",
 ]
 # Identifiers refuse these too (free text keeps them as layout or ordinary spacing).
 IDENTIFIER_ONLY = ["\n", "\t", "\u00a0", "\u3000", "\ufe0f"]
@@ -388,3 +401,114 @@ def test_fuzz_every_notice_renders_and_delivers(principals, settings, scorecard)
         bad=bad[:10],
     )
     assert bad == [] and len(tried) >= _EXAMPLES // 2
+
+
+# Identifiers that mix a right-to-left character with what a left-to-right reader reads: shown as they
+# are, the bidirectional algorithm lays their parts out in another order (no hidden character needed).
+MIXED_DIRECTIONS = [
+    "\u05f3 1111 2222 3333",  # a Hebrew geresh, which looks like an apostrophe, before an account
+    "0958 7946 20 44+\u05f3",  # a phone number stored reversed, shown the right way round
+    "\u05d0 DE89 3704 0044 0532 0130 00",  # a Hebrew letter before an IBAN
+    "GB82 WEST 1234 \u0627 5698 7654 32",  # an Arabic letter inside one
+    "\u0661\u0662\u0663\u0664 \u0665\u0666\u0667\u0668",  # Arabic-Indic digits alone
+    "IBAN \u05d0 12 34 56",
+    "pay \u05d1 to 4400 1234",
+]
+
+
+def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
+    principals, scorecard, settings, client
+) -> None:
+    """A recipient, an action type and a topic that mix directions pass the door (every character in
+    them is visible), so every surface must show them as stored: the approval page, the admin's intent
+    list and change pages, the notice's page, its email and its webhook summary. Each is laid out by
+    the Unicode bidirectional algorithm (python-bidi): what is shown must read in the stored order,
+    its right-to-left characters as marked tokens, the page flagged; and one right-to-left script
+    alone is shown as it is."""
+    from bidi import get_display
+
+    receiver = WebhookReceiver().start()
+    settings.OPERATOR_WEBHOOK_URL = receiver.url
+    settings.OPERATOR_NOTIFY_EMAIL = "person@example.com"
+    agent = principals["full_agent"].principal
+    client.login(username="owner", password="pw-owner-123")
+    problems: dict[str, list[str]] = {}
+    cases = 0
+
+    def reads_as_stored(text: str) -> bool:
+        # Alone (a page's <bdi> takes its direction from its first strong character) and after a label.
+        return get_display(text) == text and get_display(f"To: {text}") == f"To: {text}"
+
+    try:
+        for i, recipient in enumerate([*MIXED_DIRECTIONS, "\u05d3\u05e0\u05d9 \u05db\u05d4\u05df"]):
+            mixed = recipient in MIXED_DIRECTIONS
+            expected = identifier_text(recipient) if mixed else recipient
+            assert (expected != recipient) is mixed
+            answer = run_tool(
+                agent,
+                "operator_record_action_intent",
+                {
+                    "action": {
+                        "type": "spend",
+                        "title": f"Pay rent {i}",
+                        "recipient": recipient,
+                        "amount_cents": 250000,
+                        "topic": f"rent \u05d0 {i}",
+                    }
+                },
+            )
+            assert answer.get("status") == "pending_approval", answer
+            intent = Intent.objects.get(pk=answer["id"])
+            assert intent.recipient == recipient  # the door let it through, as stored
+            notice = Notification.objects.get(dedupe_key=f"intent:{intent.id}")
+            pages = {
+                "approval page": client.get(f"/admin/intents/intent/{intent.pk}/decide/"),
+                "intent change page": client.get(f"/admin/intents/intent/{intent.pk}/change/"),
+                "intent list": client.get("/admin/intents/intent/"),
+            }
+            for name, response in pages.items():
+                cases += 1
+                html = response.content.decode()
+                wrong = []
+                if response.status_code != 200:
+                    wrong.append(f"HTTP {response.status_code}")
+                cells = [shown_text(c) for c in re.findall(r"<bdi[^>]*>(.*?)</bdi>", html, re.S)]
+                if expected not in cells:
+                    wrong.append(f"not shown as {expected!r} in an isolated cell")
+                if mixed and recipient in shown_text(html):
+                    wrong.append("shown as stored, where it reorders")
+                if mixed and not reads_as_stored(expected):
+                    wrong.append(f"shown as {get_display(expected)!r}")
+                if mixed and 'id="op-hidden-banner"' not in html:
+                    wrong.append("the page is not flagged")
+                if wrong:
+                    problems[f"{name} {recipient!r}"] = wrong
+            cases += 2
+            email = _email_body(notice)
+            [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
+            for surface, text in (("email", email), ("webhook", json.loads(hit.body)["body"])):
+                lines = [line for line in text.split("\n") if line.startswith(("To: ", "Topic: "))]
+                wrong = [
+                    f"{line!r} shown as {get_display(line)!r}"
+                    for line in lines
+                    if not reads_as_stored(line) and (mixed or line.startswith("Topic"))
+                ]
+                if len(lines) != 2 or f"To: {expected}" not in lines or (mixed and recipient in text):
+                    wrong.append(f"lines: {lines!r}")
+                if wrong:
+                    problems[f"{surface} {recipient!r}"] = wrong
+    finally:
+        receiver.stop()
+    scorecard(
+        14,
+        f"directions: {len(MIXED_DIRECTIONS)} recipients (and topics) that mix directions x approval page, admin pages, email, webhook: read as stored",
+        cases=cases,
+        bypasses=len(problems),
+        problems=dict(list(problems.items())[:10]),
+    )
+    assert problems == {}
+
+
+def _email_body(notice: Notification) -> str:
+    [email] = [m for m in mail.outbox if m.subject == notice_channels.email_subject(notice)]
+    return email.body
