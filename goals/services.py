@@ -206,7 +206,17 @@ def log_decision(
     PostgreSQL a transaction-level advisory lock (released at commit or rollback, so a hung client
     cannot hold it past its transaction), on SQLite the IMMEDIATE write lock — so each append reads
     the true head. The unique `prev_hash` is the backstop: a fork cannot be stored at all.
+
+    An entry is kept for good, so one with nothing to read in its title, decision or rationale
+    (whitespace alone) is refused before anything is written.
     """
+    for field, value in (("title", title), ("decision", decision), ("rationale", rationale)):
+        if not value.strip():
+            raise Refusal(
+                f"{field}_required",
+                f"{field} is blank; the decision log keeps every entry for good, so say it in words.",
+                field=field,
+            )
     advisory_xact_lock(_LOG_LOCK)
     head = DecisionLogEntry.objects.order_by("-id").values_list("entry_hash", flat=True).first()
     prev = head or DecisionLogEntry.GENESIS

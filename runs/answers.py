@@ -192,6 +192,13 @@ def observation_dict(observation: Observation) -> ObservationAnswer:
     }
 
 
+def headline_of(report: Any) -> str | None:
+    """The headline of a tick's report or a day's summary (JSON objects the operator writes). A row
+    that holds anything else (a damaged or hand-edited database) has none: its readers go on."""
+    headline = report.get("headline") if isinstance(report, dict) else None
+    return headline if isinstance(headline, str) else None
+
+
 def tick_dict(tick: Tick) -> TickAnswer:
     return {
         "id": tick.id,
@@ -202,5 +209,5 @@ def tick_dict(tick: Tick) -> TickAnswer:
         "by": tick.principal.name,
         "run_id": tick.run_id,
         "progress_id": tick.progress_id,
-        "headline": (tick.report or {}).get("headline"),
+        "headline": headline_of(tick.report),
     }

@@ -234,3 +234,17 @@ async def test_log_decision_over_mcp_keeps_the_principal_as_actor(agent) -> None
     assert answer["entry"]["actor"] == agent.name
     entry = await orm(lambda: DecisionLogEntry.objects.get())
     assert entry.principal_id == agent.principal.id
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("blank", ["", " ", "\t\n", "\u3000", "\u00a0\u2003"])
+@pytest.mark.parametrize("field", ["title", "decision", "rationale"])
+async def test_a_blank_entry_is_refused_and_nothing_is_appended(agent, field: str, blank: str) -> None:
+    """The log keeps every entry for good: one with nothing to read is refused, as a blank progress
+    summary, task title or instruction is."""
+    arguments = {"title": "t", "decision": "d", "rationale": "r", field: blank}
+    async with asgi_http(agent.token) as http:
+        answer = await call(http, "operator_log_decision", arguments)
+    assert answer["ok"] is False and answer["error"] in (f"{field}_required", "invalid_arguments"), answer
+    assert await orm(lambda: DecisionLogEntry.objects.count()) == 0

@@ -24,7 +24,7 @@ from operator_site.errors import failed_step, log_failure
 from operator_site.models import Principal
 from operator_site.notifications import release_held, request_delivery
 from operator_site.refusals import Refusal
-from runs.answers import day_dict, progress_dict, tick_dict
+from runs.answers import day_dict, headline_of, progress_dict, tick_dict
 from runs.days import find_day, open_day
 from runs.lock import recover_stale_runs, run_status
 from runs.models import OperatorDay, Run, Tick
@@ -267,7 +267,7 @@ def _already_closed(day_row: OperatorDay) -> dict[str, Any]:
         "note": f"The day {day_row.date:%Y-%m-%d} was already closed at "
         f"{day_row.closed_at:%Y-%m-%d %H:%M} UTC; its summary is unchanged and nothing was written.",
         "day": day_dict(day_row),
-        "headline": (day_row.summary or {}).get("headline"),
+        "headline": headline_of(day_row.summary),
         "summary": day_row.summary,
     }
 

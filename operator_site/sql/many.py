@@ -4,6 +4,7 @@ packet's reads."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
@@ -200,7 +201,13 @@ def _list_plan_of(conn: Any, rows: Rows) -> tuple[_ListPlan, tuple[Any, ...] | l
 
 
 def _instances(conn: Any, plan: _ListPlan, text: str) -> list[Any]:
-    rows = orjson.loads(text)
+    try:
+        rows = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # A number past a double's range (1e999: SQLite's JSON_VALID takes it; the door never does,
+        # so only a damaged database holds one). Python's reader makes it infinity, which every
+        # answer's JSON writes as null: one bad value, not a packet that cannot be read.
+        rows = json.loads(text)
     if not rows:
         return rows
     alias = conn.alias

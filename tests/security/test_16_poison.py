@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -46,7 +47,7 @@ from runs.models import Observation, Run
 from runs.observe import Probe, observe
 from tests.brain_server import running_brain
 from tests.fixtures import asgi_http, orm
-from tests.security.helpers import envelope_of, message_of, no_traceback, post, tools_call
+from tests.security.helpers import envelope_of, message_of, no_traceback, post, run_tool, tools_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -303,6 +304,62 @@ def test_expiry_one_poisoned_intent_does_not_stop_the_sweep(principals, scorecar
         else [f"{expired} {statuses}"]
     )
     scorecard(16, "poisoned rows: approval expiry", cases=3, bypasses=len(misses), misses=misses)
+    assert misses == []
+
+
+def _poison(table: str, column: str, json_text: str) -> None:
+    """Write a JSON value below the door, as a damaged or hand-edited database would hold it."""
+    from django.db import connection
+
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {column} = %s{cast}", [json_text])
+        assert cursor.rowcount >= 1
+
+
+def test_stored_json_of_another_shape_stops_no_read(principals, scorecard) -> None:
+    """A tick's report or a day's summary that is not an object, an observation holding a number past
+    a double's range (SQLite's JSON_VALID and PostgreSQL's jsonb both take 1e999; the door never
+    does): every read that shows them answers, as do the ticks that read them."""
+    agent = principals["full_agent"].principal
+    with transaction.atomic():
+        assert run_tool(agent, "operator_tick", {"mode": "morning"})["ok"]
+    with transaction.atomic():
+        assert run_tool(agent, "operator_tick", {"mode": "night"})["ok"]
+    assert run_tool(
+        agent, "operator_record_observation", {"kind": "world", "summary": "s", "data": {"x": 1}}
+    )["ok"]
+    misses = []
+    cases = 0
+    for table, column, value in [
+        ("runs_tick", "report", '"x"'),
+        ("runs_tick", "report", '{"headline": ["not", "text"]}'),
+        ("runs_operatorday", "summary", "[1, 2]"),
+        ("runs_observation", "data", '{"x": 1e999}'),
+    ]:
+        _poison(table, column, value)
+        for tool, arguments in [
+            ("operator_tick", {"mode": "status"}),
+            ("operator_history", {}),
+            ("operator_context_packet", {}),
+            ("operator_state", {}),
+        ]:
+            cases += 1
+            answer = run_tool(agent, tool, arguments)
+            if not answer.get("ok", True) or answer.get("error"):
+                misses.append(f"{table}.{column}={value} {tool}: {answer.get('error')}")
+        cases += 1
+        try:
+            call_command("operator_tick", "check-in", stdout=io.StringIO())
+        except CommandError as failed:
+            misses.append(f"{table}.{column}={value} check-in tick: {failed}")
+    scorecard(
+        16,
+        "poisoned rows: stored JSON of another shape, read by ticks and reads",
+        cases=cases,
+        bypasses=len(misses),
+        misses=misses,
+    )
     assert misses == []
 
 

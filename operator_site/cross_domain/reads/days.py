@@ -26,7 +26,7 @@ from operator_site.cross_domain.reads.common import (
     scalar_figures,
 )
 from operator_site.refusals import Refusal
-from runs.answers import day_dict
+from runs.answers import day_dict, headline_of
 from runs.days import find_day
 from runs.models import Observation, OperatorDay, ProgressEntry, Run, Tick
 
@@ -305,7 +305,7 @@ def history(*, days: int = HISTORY_DEFAULT_DAYS, now: datetime | None = None) ->
 
     for row in day_rows.values():
         item = entry(row.date)
-        item["day"] = day_dict(row) | {"summary": (row.summary or {}).get("headline")}
+        item["day"] = day_dict(row) | {"summary": headline_of(row.summary)}
     date_of = {day_id: row.date for day_id, row in day_rows.items()}
 
     def add_counts(counts: Mapping[tuple[Any, str], int], section: str, by: str, to_date: Any) -> None:
@@ -340,7 +340,7 @@ def history(*, days: int = HISTORY_DEFAULT_DAYS, now: datetime | None = None) ->
             "by": r["principal__name"],
             "run_id": r["run_id"],
             "progress_id": r["progress_id"],
-            "headline": (r["report"] or {}).get("headline"),
+            "headline": headline_of(r["report"]),
         },
     )
     add_items(
