@@ -8,6 +8,7 @@ side of refusing (a refused honest change can always be proposed to the person i
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -26,6 +27,17 @@ _SAME_WIDTH = str.maketrans(
         "\u2032": "'",
         "\u02bc": "'",
         "\uff07": "'",
+        # Apostrophe look-alikes: without this, NFKC turns the acute accent (U+00B4) into a
+        # combining mark and "don't" written with it into two words, hiding the negation.
+        "\u00b4": "'",
+        "`": "'",
+        "\u02b9": "'",
+        "\u02bb": "'",
+        "\u02bd": "'",
+        "\u055a": "'",
+        "\u2035": "'",
+        "\ua78c": "'",
+        "\uff40": "'",
         "\u201c": '"',
         "\u201d": '"',
         "\u201e": '"',
@@ -56,18 +68,59 @@ _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _BULLET = re.compile(r"^\s*(?:[-*+\u2022\u2023\u25e6\u2043]|\d{1,3}[.)])\s+")
 # Abbreviations whose full stop does not end a sentence ("Dr. Lee", "e.g. this"); a single
 # capital letter is an initial ("J. Smith"). "No." is deliberately not here: "No. Never do that."
+_HEADING = re.compile(r"^#{1,6}(?:\s|$)")
 ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e", "approx"})
 
 
+# Dropped before words are read: invisible format characters (soft hyphen, zero-width joiners and
+# spaces, bidirectional controls: "Ne\u00adver" is "never") and combining marks ("névér" is "never").
+_DROPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
+
+
+def _visible(text: str) -> str:
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFD", text)
+    kept = "".join(c for c in decomposed if unicodedata.category(c) not in _DROPPED_CATEGORIES)
+    return unicodedata.normalize("NFC", kept)
+
+
 def normalise(text: str) -> str:
-    """NFKC, typographic quotes/apostrophes/dashes straightened, case folded, whitespace collapsed."""
-    folded = unicodedata.normalize("NFKC", text.translate(_SAME_WIDTH)).translate(_SAME_WIDTH).casefold()
+    """NFKC, typographic quotes/apostrophes/dashes straightened, invisible characters and combining
+    marks dropped, case folded, whitespace collapsed."""
+    folded = unicodedata.normalize("NFKC", text.translate(_SAME_WIDTH)).translate(_SAME_WIDTH)
+    folded = _visible(folded).casefold()
     return " ".join(folded.split())
 
 
 def words(text: str) -> tuple[str, ...]:
     """The words of a text, normalised: letters and digits, with inner apostrophes ("don't")."""
     return tuple(_WORD.findall(normalise(text)))
+
+
+def script(char: str) -> str | None:
+    """The script of a letter, by its Unicode name ("LATIN", "CYRILLIC", "GREEK", ...); None for
+    anything else."""
+    if not char.isalpha():
+        return None
+    if char.isascii():
+        return "LATIN"
+    name = unicodedata.name(char, "")
+    return name.split(" ", 1)[0] if name else "UNKNOWN"
+
+
+def mixed_script(found: tuple[str, ...] | list[str]) -> list[str]:
+    """The words that mix letters of two scripts ("never" written with a Cyrillic "e"): a look-alike
+    letter can hide a negation, so the rules refuse words like these rather than guess what they
+    say."""
+    out = []
+    for word in found:
+        if word.isascii():
+            continue
+        scripts = {s for s in map(script, word) if s is not None}
+        if len(scripts) > 1:
+            out.append(word)
+    return out
 
 
 _VOWELS = frozenset("aeiouy")
@@ -116,22 +169,69 @@ class Sentence:
     terminator: str
     bullet: bool
     blank_before: bool
+    line: int = 0
+    indent: int = 0
 
     @property
     def intro(self) -> bool:
         return self.terminator == "\n" and self.text.rstrip().endswith(":")
+
+    @property
+    def heading(self) -> bool:
+        """A markdown heading ("## Never"): it heads everything below it."""
+        return bool(_HEADING.match(self.text))
+
+    @property
+    def question(self) -> bool:
+        """It asks: it ends with a question mark, or holds one anywhere (any script's question mark,
+        "﹖", "⁇", "؟", "‽" included)."""
+        return self.terminator == "?" or any(is_question_mark(c) for c in self.text)
 
     @cached_property
     def stems(self) -> tuple[str, ...]:
         return tuple(stem(w) for w in self.words)
 
 
+@functools.lru_cache(maxsize=4096)
+def is_question_mark(char: str) -> bool:
+    """Whether a character is a question mark of any script: its NFKC form holds "?" (U+FE56 small,
+    U+FF1F full-width, U+2047 double, U+2048 question-exclamation) or its Unicode name says QUESTION
+    MARK (U+061F Arabic, U+00BF inverted, U+037E Greek) or INTERROBANG (U+203D)."""
+    if char == "?":
+        return True
+    if char.isascii() or char.isalnum() or char.isspace():
+        return False
+    if "?" in unicodedata.normalize("NFKC", char):
+        return True
+    name = unicodedata.name(char, "")
+    return "QUESTION MARK" in name or "INTERROBANG" in name
+
+
+_ABBREVIATION_TOKEN = re.compile(r"([^\W\d_]+(?:\.[^\W\d_]+)*)$")
+# Longer than any abbreviation: the only part of the sentence looked at before each full stop, so
+# a sentence of thousands of "e.g." or initials is split in linear time, not in quadratic time.
+_ABBREVIATION_WINDOW = 2 * max(len(a) for a in ABBREVIATIONS) + 2
+
+
 def _abbreviation(text: str, start: int, at: int) -> bool:
-    match = re.search(r"([^\W\d_]+(?:\.[^\W\d_]+)*)$", text[start:at])
+    """Whether the full stop at `at` ends an abbreviation or an initial (the token just before it)."""
+    window = max(start, at - _ABBREVIATION_WINDOW)
+    match = _ABBREVIATION_TOKEN.search(text, window, at)
     if not match:
         return False
+    if match.start() == window > start and (text[window - 1] == "." or text[window - 1].isalpha()):
+        return False  # the token goes on before the window: longer than any abbreviation
     token = match.group(1)
     return token.casefold() in ABBREVIATIONS or (len(token) == 1 and token.isupper())
+
+
+def _indent(text: str, at: int) -> int:
+    """How far the line starting at `at` is indented (a tab counts four)."""
+    width = 0
+    while at < len(text) and text[at] in " \t":
+        width += 4 if text[at] == "\t" else 1
+        at += 1
+    return width
 
 
 def split_sentences(text: str) -> list[Sentence]:
@@ -144,6 +244,9 @@ def split_sentences(text: str) -> list[Sentence]:
     i = 0
     n = len(mapped)
     blank = False
+    line = 0
+    line_at = 0  # where the current line starts
+    indent = _indent(mapped, 0)
 
     def close(end: int, after: int, terminator: str) -> None:
         nonlocal start, blank
@@ -162,11 +265,15 @@ def split_sentences(text: str) -> list[Sentence]:
                     terminator=terminator,
                     bullet=bool(_BULLET.match(piece)),
                     blank_before=blank,
+                    line=line,
+                    indent=indent,
                 )
             )
             blank = False
-        elif terminator == "\n" and out:
-            blank = True  # an empty line: what follows starts a new paragraph
+        elif terminator == "\n" and out and start == line_at:
+            # An empty line (not the rest of a line after its last sentence's mark): what follows
+            # starts a new paragraph.
+            blank = True
         start = after
 
     while i < n:
@@ -175,6 +282,9 @@ def split_sentences(text: str) -> list[Sentence]:
             after = i + 2 if mapped[i : i + 2] == "\r\n" else i + 1
             close(i, after, "\n")
             i = after
+            line += 1
+            line_at = after
+            indent = _indent(mapped, after)
             continue
         if ch in TERMINATORS:
             j = i
@@ -199,15 +309,84 @@ def split_sentences(text: str) -> list[Sentence]:
     return out
 
 
+def _trails_off(text: str) -> bool:
+    """A sentence that does not end its thought: it trails off ("Never..."), or leaves a bracket
+    open ("Don't (I repeat: don't!")."""
+    body = text.rstrip("\"')]}")
+    if body.endswith(("..", "\u2026")):
+        return True
+    return text.count("(") > text.count(")") or text.count("[") > text.count("]")
+
+
+def _continues(text: str) -> bool:
+    """A sentence that carries on the one before: it does not start with a capital letter ("...
+    never! auto-approve", "— auto-approve", "(I mean it)"), or it closes a bracket opened before."""
+    if text.count(")") > text.count("(") or text.count("]") > text.count("["):
+        return True
+    lead = text.lstrip()
+    return not lead or not lead[0].isupper()
+
+
+_EMPHASIS_TEXT = """ever and i mean it repeat said say really seriously absolutely definitely just please
+    oh again do does that this so"""
+_EMPHASIS = frozenset(_EMPHASIS_TEXT.split())
+
+
+def bare_negation(sentence: Sentence) -> bool:
+    """A sentence that only negates ("No!", "Don't!", "Never, ever."): it says no to its
+    neighbour."""
+    found = negations_in(sentence.words)
+    said = {at for at, _ in found}
+    return bool(found) and all(
+        i in said or w in _EMPHASIS or is_negation(w) for i, w in enumerate(sentence.words)
+    )
+
+
+_INSISTING_TEXT = "ever i mean it repeat really seriously absolutely definitely"
+_INSISTING = frozenset(_INSISTING_TEXT.split())
+
+
+def interjection(sentence: Sentence) -> bool:
+    """A sentence that only negates or insists ("No!", "Don't!", "Ever.", "I mean it!"): it belongs
+    to its neighbour."""
+    if bare_negation(sentence):
+        return True
+    return all(w in _INSISTING for w in sentence.words)
+
+
 def context_of(sentences: list[Sentence], first: int, last: int) -> list[Sentence]:
-    """The sentences `first..last` plus what runs on into them: a neighbour joined by a bare line
-    break (no sentence mark before it, and no list marker or blank line after it), and a line
-    ending in a colon that introduces them. Negations, hedges, conditions and questions anywhere
-    in this context count: "Do not" on one line and "set my city to X" on the next is one
-    sentence to these rules."""
+    """The sentences `first..last` plus what runs on into them, where a negation, hedge, condition or
+    question also counts:
+
+    - a neighbour joined by a bare line break (no sentence mark before it, and no list marker or
+      blank line after it): "Do not" on one line and "set my city to X" on the next is one sentence;
+    - a neighbour the sentence carries on from or into: after a ``;``, a trailing "..." or an open
+      bracket, or before a sentence that does not start with a capital ("Never — and I mean never!
+      — auto-approve payments" is one sentence to these rules);
+    - a neighbour of negations and emphasis only ("No!", "Don't!", "Ever.", "I mean it.");
+    - for a list item: every enclosing item above it (nested lists) and the line that introduces the
+      list, whatever it ends with and across blank lines ("Never do these:", "## Don'ts");
+    - the nearest line ending in a colon above it (across one blank line), and the nearest
+      markdown heading above it."""
 
     def joined(before: Sentence, after: Sentence) -> bool:
-        return before.terminator == "\n" and not after.bullet and not after.blank_before
+        new_line = after.line != before.line
+        if after.blank_before or (new_line and after.bullet):
+            return False
+        if before.terminator == "\n" or before.terminator == ";":
+            return True
+        if _trails_off(before.text) or _continues(after.text):
+            return True
+        # A sentence of its own (not a line running on) that only negates or insists.
+        return any(interjection(s) and s.terminator != "\n" for s in (before, after))
+
+    def run_back(k: int) -> set[int]:
+        """Sentence `k` and those joined before it."""
+        out = {k}
+        while k > 0 and joined(sentences[k - 1], sentences[k]):
+            k -= 1
+            out.add(k)
+        return out
 
     lo, hi = first, last
     while lo > 0 and joined(sentences[lo - 1], sentences[lo]):
@@ -215,17 +394,43 @@ def context_of(sentences: list[Sentence], first: int, last: int) -> list[Sentenc
     while hi + 1 < len(sentences) and joined(sentences[hi], sentences[hi + 1]):
         hi += 1
     picked = set(range(lo, hi + 1))
-    # The nearest introducing line above, in the same paragraph.
+    # The nearest introducing line above (the line just above a blank line included).
     k = lo - 1
-    while k >= 0 and not sentences[k + 1].blank_before:
+    while k >= 0:
         if sentences[k].intro:
-            picked.add(k)
-            j = k
-            while j > 0 and joined(sentences[j - 1], sentences[j]):
-                j -= 1
-                picked.add(j)
+            picked |= run_back(k)
+            break
+        if sentences[k + 1].blank_before:
             break
         k -= 1
+    # A list item: its enclosing items and the line introducing the list.
+    head = sentences[lo]
+    line_start = lo
+    while line_start > 0 and sentences[line_start - 1].line == head.line:
+        line_start -= 1
+    if sentences[line_start].bullet:
+        level = sentences[line_start].indent
+        k = line_start - 1
+        while k >= 0:
+            here = sentences[k]
+            begin = k
+            while begin > 0 and sentences[begin - 1].line == here.line:
+                begin -= 1
+            line = set(range(begin, k + 1))
+            if sentences[begin].bullet:
+                if here.indent < level:
+                    picked |= line
+                    level = here.indent
+            elif here.indent <= level:
+                for j in line:
+                    picked |= run_back(j)
+                break
+            k = begin - 1
+    # The nearest heading above.
+    for k in range(lo - 1, -1, -1):
+        if sentences[k].heading:
+            picked.add(k)
+            break
     return [sentences[i] for i in sorted(picked)]
 
 
@@ -241,16 +446,31 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     yourselves also okay ok yeah sure thing things want wants like really get got make made use used
     call called set new now from"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Words (and phrases) that negate, deny or put a statement in the past. Also every word ending
-# in "n't".
+# Words (and phrases) that negate, deny or put a statement in the past. Also every word holding
+# "n't" ("don't", "don'ts").
 _NEGATION_TEXT = """not no never nor neither none nobody nothing nowhere without cannot
     stop stops stopped stopping dont doesnt didnt wont cant isnt arent wasnt werent shouldnt
     wouldnt couldnt mustnt hasnt havent
     hadnt aint neednt avoid avoids avoiding refuse refuses forbid forbids forbidden prohibit prohibited
     ban banned prevent disallow reject deny denied decline against ignore disregard fake false wrong
-    untrue incorrect mistaken mistake bogus scam lie lies lying formerly previously former anymore"""
+    untrue incorrect mistaken mistake bogus scam lie lies lying formerly previously former anymore
+    quit quits quitting cease ceases ceased ceasing refrain refrains refraining halt halts halted
+    halting discontinue discontinues discontinued abstain abstains forgo forgoes forego skip skips
+    omit omits exclude excludes excluding nope nah neer ne'er nevermore hardly barely seldom rarely
+    donts taboo kidding joking jk sarcasm sarcastic nein nicht nunca jamais niet"""
 NEGATIONS = frozenset(_NEGATION_TEXT.split())
-NEGATION_PHRASES: tuple[tuple[str, ...], ...] = (("used", "to"), ("any", "more"), ("no", "more"))
+_SPLIT_CONTRACTIONS = (
+    "don doesn didn won can isn aren wasn weren shouldn wouldn couldn mustn hasn haven hadn ain needn"
+)
+NEGATION_PHRASES: tuple[tuple[str, ...], ...] = (
+    ("used", "to"),
+    ("any", "more"),
+    ("no", "more"),
+    ("off", "limits"),
+    ("no", "go"),
+    # A contraction split by a space or a dropped apostrophe look-alike: "don t".
+    *((stem_, "t") for stem_ in _SPLIT_CONTRACTIONS.split()),
+)
 # A hedge or a question in words: the person is wondering, not deciding.
 HEDGES: tuple[tuple[str, ...], ...] = tuple(
     tuple(p.split())
@@ -282,8 +502,72 @@ HEDGES: tuple[tuple[str, ...], ...] = tuple(
         "do you think",
         "would it",
         "idk",
+        "may be",
+        "may well",
+        "may become",
+        "may have",
+        "could be",
+        "could become",
+        "could have",
+        "likely",
+        "unlikely",
+        "hopefully",
+        "i hope",
+        "hoping",
+        "i believe",
+        "i feel",
+        "i expect",
+        "i assume",
+        "i reckon",
+        "i imagine",
+        "presumably",
+        "supposedly",
+        "apparently",
+        "potentially",
+        "tentatively",
+        "seems",
+        "seem",
+        "uncertain",
+        "not certain",
+        "unclear",
+        "not decided",
+        "undecided",
+        "or not",
     )
 )
+# Someone else's words reported, or a joke: the person is not deciding either.
+REPORTED: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "said",
+        "says",
+        "saying",
+        "claims",
+        "claimed",
+        "claiming",
+        "according to",
+        "told me",
+        "tells me",
+        "wrote",
+        "writes",
+        "texted",
+        "emailed",
+        "messaged",
+        "reportedly",
+        "allegedly",
+        "rumour",
+        "rumor",
+        "heard",
+    )
+)
+_SARCASM = re.compile(r"(?:^|\s)/s(?:\W|$)|/sarcasm\b", re.IGNORECASE)
+
+
+def sarcastic(text: str) -> bool:
+    """A sentence marked as sarcasm ("... /s")."""
+    return bool(_SARCASM.search(text))
+
+
 # A condition: the change holds only if something else does.
 CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
     tuple(p.split())
@@ -297,6 +581,24 @@ CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
         "suppose",
         "supposing",
         "whether",
+        "once",
+        "when",
+        "whenever",
+        "as soon as",
+        "as long as",
+        "so long as",
+        "only after",
+        "after the",
+        "in the event",
+        "event that",
+        "otherwise",
+        "on condition",
+        "given that",
+        "depending",
+        "depends",
+        "subject to",
+        "pending",
+        "upon",
     )
 )
 # The words an operation that removes or redirects must be said with. A negative phrase among them
@@ -347,7 +649,9 @@ CUES: dict[str, tuple[tuple[str, ...], ...]] = {
             "pick up",
             "continue",
             "reactivate",
-            "again",
+            "start again",
+            "started again",
+            "going again",
         ),
         "review": ("review", "reconsider", "rethink", "revisit", "evaluate", "reevaluate", "reassess"),
         "rank": (
@@ -410,9 +714,14 @@ def find_said(sentence: Sentence, phrase: tuple[str, ...]) -> list[int]:
     return find_phrase(sentence.stems, tuple(stem(w) for w in phrase))
 
 
+def is_negation(word: str) -> bool:
+    """A word that negates: in `NEGATIONS`, or holding "n't"."""
+    return word in NEGATIONS or "n't" in word
+
+
 def negations_in(found: tuple[str, ...]) -> list[tuple[int, str]]:
     """(position, word) of every negating word or phrase in a word sequence."""
-    out = [(i, w) for i, w in enumerate(found) if w in NEGATIONS or w.endswith("n't")]
+    out = [(i, w) for i, w in enumerate(found) if is_negation(w)]
     for phrase in NEGATION_PHRASES:
         out += [(i, " ".join(phrase)) for i in find_phrase(found, phrase)]
     return sorted(out)
@@ -421,12 +730,120 @@ def negations_in(found: tuple[str, ...]) -> list[tuple[int, str]]:
 def is_significant(word: str) -> bool:
     """A word that names something: three letters or more, not a stopword, and not a negation (a
     negation is the polarity rule's business, not the binding's)."""
-    return len(word) >= 3 and word not in STOPWORDS and word not in NEGATIONS and not word.endswith("n't")
+    return len(word) >= 3 and word not in STOPWORDS and not is_negation(word)
 
 
 def significant_words(text: str) -> list[str]:
-    """The words of a value that must be in the sentence that authorises it, in order, once each."""
+    """The significant words of a text, in order, once each."""
     return list(dict.fromkeys(w for w in words(text) if is_significant(w)))
+
+
+# Short or common words that still change what a value says: its quantity and scope ("all
+# payments" is not "payments to my landlord").
+_SCOPE_TEXT = """all any every each both some few more most less least only other others everything
+    everyone everybody anything anyone anybody always"""
+SCOPE_WORDS = frozenset(_SCOPE_TEXT.split())
+
+
+def value_words(text: str) -> list[str]:
+    """The words of a new value that must be in the sentence that authorises it, in order, once
+    each: every word that is not a stopword or a negation, however short ("NY", "20", "5k"), and
+    its words of quantity or scope (`SCOPE_WORDS`: "all", "any", "only"...). A value with none of
+    these needs all its words ("they them")."""
+    found = words(text)
+    picked = [w for w in found if (w not in STOPWORDS and not is_negation(w)) or w in SCOPE_WORDS]
+    picked = picked or [w for w in found if not is_negation(w)]
+    return list(dict.fromkeys(picked))
+
+
+# What cuts a sentence into clauses, for the rules that tie a cue word to what it is about:
+# punctuation inside it, and these joining words.
+_CLAUSE_BREAK = re.compile(r"[,;:()\[\]{}!?.\u2026]|\s-+\s|--")
+_CLAUSE_TEXT = (
+    "and but or nor yet while whereas although though however except instead then plus also meanwhile"
+)
+CLAUSE_WORDS = frozenset(_CLAUSE_TEXT.split())
+
+
+def clauses(text: str) -> tuple[int, ...]:
+    """The clause number of each of a text's words (aligned with `words(text)`); a joining word
+    (`CLAUSE_WORDS`) starts the next clause. "Drop the gym membership but keep running the
+    marathon": "drop", "gym" and "membership" are clause 0, the rest clause 1."""
+    normal = normalise(text)
+    out: list[int] = []
+    clause = 0
+    previous_end = 0
+    for found in _WORD.finditer(normal):
+        if out and _CLAUSE_BREAK.search(normal, previous_end, found.start()):
+            clause += 1
+        if found.group() in CLAUSE_WORDS and out:
+            clause += 1
+        out.append(clause)
+        previous_end = found.end()
+    return tuple(out)
+
+
+def negated(
+    found: tuple[str, ...], clause: tuple[int, ...], skip: frozenset[int] = frozenset()
+) -> list[bool]:
+    """For each word, whether a negation reaches it: every word after a negating word or phrase to
+    the end of its clause, and on into the next clauses while what it reached names nothing ("Never,
+    ever, share my address" negates "share my address"; "Never X, always Y" negates X, not Y).
+    Negations starting at a position in `skip` (a negative cue like "no longer") are not counted."""
+    starts = {at for at, _ in negations_in(found) if at not in skip}
+    out = [False] * len(found)
+    active = named = False
+    for i, w in enumerate(found):
+        if i > 0 and clause[i] != clause[i - 1] and active and named:
+            active = False
+        if i in starts:
+            active, named = True, False
+            continue
+        out[i] = active
+        if active and w not in _EMPHASIS and (is_significant(w) or any(c.isdigit() for c in w)):
+            named = True
+    return out
+
+
+# Words that say to keep something as it is: next to the target they contradict a removal, a
+# retirement or a pause ("Drop the gym membership but keep running the marathon").
+_KEEP_TEXT = """keep keeps keeping kept retain retains retaining maintain maintains stay stays still
+    continue continues continuing preserve preserves leave"""
+KEEP_WORDS = frozenset(_KEEP_TEXT.split())
+# Which way a re-rank goes, for a sentence that names no position.
+RANK_UP: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "higher",
+        "up",
+        "raise",
+        "promote",
+        "ahead",
+        "above",
+        "before",
+        "more important",
+        "prioritise",
+        "prioritize",
+        "first",
+        "top",
+    )
+)
+RANK_DOWN: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "lower",
+        "down",
+        "demote",
+        "behind",
+        "below",
+        "after",
+        "less important",
+        "deprioritise",
+        "deprioritize",
+        "last",
+        "bottom",
+    )
+)
 
 
 def key_words(key: str) -> list[str]:

@@ -2,7 +2,8 @@
 high-stakes changes, a write succeeds ONLY IF the quote is a whole sentence (or a run of whole
 sentences) of a live human's instruction that holds every significant word of the target and the
 value, with matching polarity and no hedge, condition or question — and it always succeeds when
-the quote is exactly such a sentence.
+the quote is exactly such a sentence, its negation reaching the value's words as the value's does
+and the value said next to the target (`_said_in_order`).
 
 The oracle below knows the sentences because it built them; it does not use `operator_site.wording`."""
 
@@ -97,7 +98,40 @@ def _oracle_requires(key, value, negative, pieces, first, last, quote_kind, who)
     if not all(w in piece.words for w in key + value):
         return False
     negations = [w for w in piece.words if w in NEGATIONS]
-    return negations == (["never"] if negative else []) and len(pieces) == 1
+    if negations != (["never"] if negative else []) or len(pieces) != 1:
+        return False
+    return _said_in_order(piece.words, key, value, negative)
+
+
+def _said_in_order(
+    words: tuple[str, ...], key: tuple[str, ...], value: tuple[str, ...], negative: bool
+) -> bool:
+    """The sentence says the value of the key, not only holds their words: its negation reaches the
+    value's words as the value's does (a negative value's words all stand after the "never", as in
+    "never ..."), and one stretch of it holds every value word and a key word with no other noun
+    between them ("city garden river" does not say the city is a river), a key word and a value
+    word in one clause ("and" starts the next one)."""
+    clause = [sum(1 for w in words[1 : i + 1] if w == "and") for i in range(len(words))]
+    if negative:
+        at = words.index("never")
+        for i, w in enumerate(words):
+            # "never" reaches the words after it in its clause, and on past an "and" only while
+            # what it reached names no noun.
+            reached = i > at and not any(
+                words[k] in NOUNS and clause[k] < clause[i] for k in range(at + 1, i)
+            )
+            if w in value and not reached:
+                return False
+    for i in range(len(words)):
+        for j in range(i, len(words)):
+            stretch = range(i, j + 1)
+            if any(words[k] in NOUNS and words[k] not in key + value for k in stretch):
+                break
+            keyed = {clause[k] for k in stretch if words[k] in key}
+            valued = {clause[k] for k in stretch if words[k] in value}
+            if set(value) <= {words[k] for k in stretch} and keyed & valued:
+                return True
+    return False
 
 
 @settings(

@@ -140,7 +140,7 @@ def test_one_instruction_cannot_authorise_the_same_key_twice_under_a_race(owner,
                 writers[i],
                 "operator_update_world_model",
                 {
-                    "changes": [{"op": "add", "kind": "identity", "key": "name", "value": f"Iain {i}"}],
+                    "changes": [{"op": "add", "kind": "identity", "key": "name", "value": "Iain"}],
                     "confirmedInConversation": True,
                     "confirmationQuote": "My name is Iain from now on.",
                 },

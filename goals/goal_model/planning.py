@@ -337,9 +337,10 @@ _CLAIMED = {"pause": "pause", "resume": "resume", "mark_under_review": "review",
 
 def claims_of(planned: Planned) -> list[Claim]:
     """What the person's words must say for each high-stakes change that changes something: the
-    item's title (or name) and, for an add or update, its new title and detail; a pause, resume,
-    review or removal its cue word; a re-rank or move its cue word (and the position, if the words
-    name one)."""
+    item's title (or name) and, for an add or update, its new title and detail (and a word saying to
+    remove a detail it empties; and, for an add placed at a rank other than the end, that rank); a
+    pause, resume, review or removal its cue word; a re-rank or move its cue word and the position,
+    or the direction from where it was."""
     out = []
     for effect in planned.effects:
         kind, op = effect.op.kind, effect.op.op
@@ -354,7 +355,31 @@ def claims_of(planned: Planned) -> list[Claim]:
                 for f in (kind.label, "detail")
                 if effect.after.get(f) and (effect.before is None or effect.before.get(f) != effect.after[f])
             ]
-            out.append(Claim(subject=subject, operation=op, target=target, value=" ".join(said) or None))
+            cleared = tuple(
+                f
+                for f in (kind.label, "detail")
+                if effect.before is not None and effect.before.get(f) and not effect.after.get(f)
+            )
+            # An add placed at a rank of its own (not the end, where an add goes) says that rank too.
+            order_after = effect.order_after or []
+            placed = (
+                op == "add"
+                and kind.order_field is not None
+                and effect.op.fields.get(kind.order_field) is not None
+                and effect.item_id in order_after
+                and order_after.index(effect.item_id) + 1 < len(order_after)
+            )
+            out.append(
+                Claim(
+                    subject=subject,
+                    operation=op,
+                    target=target,
+                    value=" ".join(said) or None,
+                    rank=order_after.index(effect.item_id) + 1 if placed else None,
+                    ranked=len(order_after) if placed else None,
+                    cleared=cleared,
+                )
+            )
         elif op in ("rerank", "move"):
             order_before, order_after = effect.order_before or [], effect.order_after or []
             out.append(

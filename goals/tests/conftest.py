@@ -51,7 +51,10 @@ def goal_change(owner: Any, say: Callable[..., Instruction]) -> Callable[..., di
             name = Goal.objects.get(pk=name).title
         detail = arguments.get("detail")
         about_detail = f" ({detail})" if detail else ""
-        text = f"Yes please {action.replace('_', ' ')} the goal {name}{about_detail} now, note {next(notes)}."
+        rank = arguments.get("importance")
+        at_rank = f" at position {rank}" if rank is not None else ""  # a rank change names its rank
+        verb = action.replace("_", " ")
+        text = f"Yes please {verb} the goal {name}{at_rank}{about_detail} now, note {next(notes)}."
         say(text)
         return run_tool(
             principal,

@@ -180,7 +180,8 @@ def test_concurrent_adds_with_retries_keep_ranks_dense_and_unique(owner, make_pr
     for i in range(WRITERS):
         for j in range(adds):
             beliefs_services.record_instruction(
-                principal=owner.principal, text=f"add the goal writer {i} step {j} to my list please"
+                principal=owner.principal,
+                text=f"add the goal writer {i} step {j} to the top of my list please",
             )
     barrier = threading.Barrier(WRITERS)
     retries: Counter = Counter()
@@ -198,7 +199,7 @@ def test_concurrent_adds_with_retries_keep_ranks_dense_and_unique(owner, make_pr
                         "title": f"writer {i} step {j}",
                         "importance": 1,
                         "confirmedInConversation": True,
-                        "confirmationQuote": f"add the goal writer {i} step {j} to my list please",
+                        "confirmationQuote": f"add the goal writer {i} step {j} to the top of my list please",
                     },
                 )
                 if answer["ok"]:
