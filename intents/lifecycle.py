@@ -33,7 +33,7 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.display import identifier_text, mixes_directions, visible_text
+from operator_site.display import identifier_text, right_to_left_tokens, visible_text
 from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
@@ -348,10 +348,11 @@ def describe_intent(intent: Intent, *, then: Sequence[str] = ()) -> str:
     lines = [f"{intent.actor} asks to {identifier_text(intent.action_type)}: {title}"]
     if intent.recipient:
         lines.append(f"To: {identifier_text(intent.recipient)}")
-        if mixes_directions(intent.recipient):
+        shown_as = right_to_left_tokens(intent.recipient)
+        if shown_as:
             lines.append(
-                "  (it mixes right-to-left and left-to-right characters: each right-to-left one is "
-                "shown as [U+XXXX], so it reads in the order it is stored)"
+                f"  (it mixes right-to-left and left-to-right characters: its right-to-left ones are shown "
+                f"as {', '.join(shown_as)}, so it reads in the order it is stored)"
             )
     if intent.amount_cents is not None:
         lines.append(f"Amount: {format_amount(intent.amount_cents)}")

@@ -294,6 +294,14 @@ def _is_right_to_left(ch: str) -> bool:
     return unicodedata.bidirectional(ch) in _RIGHT_TO_LEFT and not hidden_re().match(ch)
 
 
+def right_to_left_tokens(text: str | None) -> list[str]:
+    """The tokens (``[U+05F3]``) `identifier_text` shows in place of an identifier's right-to-left
+    characters, each once in order of first appearance; none if it does not mix directions."""
+    if not text or not mixes_directions(text):
+        return []
+    return list(dict.fromkeys(token(ch) for ch in text if _is_right_to_left(ch)))
+
+
 def _in_stored_order(text: str, mark: Callable[[str], str]) -> str:
     if not mixes_directions(text):
         return text

@@ -599,7 +599,7 @@ def _polarity(claim: Claim, fit: _Fit, context: Sequence[Sentence]) -> str | Non
             if s is fit.sentence and word in target_negations:
                 target_negations.remove(word)
                 continue
-            stray.append(word) if s is fit.sentence else stray_around.append(word)
+            (stray if s is fit.sentence else stray_around).append(word)
     stray += stray_around
     if stray:
         return f"the sentence says “{stray[0]}” but the change does not"

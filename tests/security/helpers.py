@@ -233,3 +233,15 @@ def close_loop(loop: Any) -> None:
     if pending:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
+
+
+def email_of(notice: Any) -> str:
+    """The text of the one email a notice was delivered as (Django's locmem outbox), found by its
+    subject."""
+    from django.core import mail
+
+    from operator_site import notice_channels
+
+    subject = notice_channels.email_subject(notice)
+    [email] = [m for m in mail.outbox if m.subject == subject]
+    return email.body

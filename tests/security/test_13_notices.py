@@ -34,7 +34,7 @@ from operator_site import notice_channels, notifications, revert_links
 from operator_site.display import has_hidden
 from operator_site.models import Notification
 from tests.receivers import WebhookReceiver
-from tests.security.helpers import run_tool
+from tests.security.helpers import email_of, run_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -454,12 +454,6 @@ FORGED_SECTIONS = (
 LINE_BREAKS = ["\n", "\r\n", "\r", "\u2028", "\u2029", "\x85", "\x0c", "\x0b"]
 
 
-def _email_of(notice: Notification) -> str:
-    subject = notice_channels.email_subject(notice)
-    [email] = [m for m in mail.outbox if m.subject == subject]
-    return email.body
-
-
 def _operator_lines(text: str) -> list[str]:
     """The lines of a notice's text that are not an agent's quoted words."""
     return [line for line in text.replace("\r\n", "\n").split("\n") if not line.startswith("> ")]
@@ -510,7 +504,7 @@ def test_agent_text_never_poses_as_the_operators_lines_nor_pushes_them_out_of_vi
                 notice = Notification.objects.get(dedupe_key=key)
                 [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
                 texts = {
-                    "email": _email_of(notice),
+                    "email": email_of(notice),
                     "webhook": json.loads(hit.body)["body"],
                     "stored": notice.body,
                 }
@@ -563,7 +557,7 @@ def test_a_safety_notice_names_its_high_stakes_change_first(make_principal, sett
         cases += 1
         wrong = []
         subject = notice_channels.email_subject(notice)
-        text = _email_of(notice)
+        text = email_of(notice)
         if not notice.safety:
             wrong.append("not a safety notice")
         if names not in subject or names not in notice.title:

@@ -34,6 +34,7 @@ from operator_site.display import (
     has_hidden,
     header_text,
     identifier_text,
+    right_to_left_tokens,
     token,
     visible_html,
     visible_text,
@@ -41,7 +42,7 @@ from operator_site.display import (
 from operator_site.models import AuditEvent, Notification
 from tests.fixtures import SEED_HEADERS, asgi_http
 from tests.receivers import WebhookReceiver
-from tests.security.helpers import envelope_of, message_of, run_tool, tools_call
+from tests.security.helpers import email_of, envelope_of, message_of, run_tool, tools_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -484,7 +485,7 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
                 if wrong:
                     problems[f"{name} {recipient!r}"] = wrong
             cases += 2
-            email = _email_body(notice)
+            email = email_of(notice)
             [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
             for surface, text in (("email", email), ("webhook", json.loads(hit.body)["body"])):
                 lines = [line for line in text.split("\n") if line.startswith(("To: ", "Topic: "))]
@@ -495,6 +496,10 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
                 ]
                 if len(lines) != 2 or f"To: {expected}" not in lines or (mixed and recipient in text):
                     wrong.append(f"lines: {lines!r}")
+                noted = [line for line in text.split("\n") if "reads in the order it is stored" in line]
+                tokens = right_to_left_tokens(recipient)
+                if mixed != bool(noted) or (noted and not tokens) or any(t not in noted[0] for t in tokens):
+                    wrong.append(f"the note naming its tokens {tokens}: {noted!r}")
                 if wrong:
                     problems[f"{surface} {recipient!r}"] = wrong
     finally:
@@ -507,8 +512,3 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
         problems=dict(list(problems.items())[:10]),
     )
     assert problems == {}
-
-
-def _email_body(notice: Notification) -> str:
-    [email] = [m for m in mail.outbox if m.subject == notice_channels.email_subject(notice)]
-    return email.body
