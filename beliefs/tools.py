@@ -8,7 +8,7 @@ from pydantic import Field
 
 from beliefs import services
 from beliefs.schemas import MAX_CHANGES, BeliefChange, BeliefKind
-from operator_site.evidence import QUOTE_DESCRIPTION
+from operator_site.evidence import QUOTE_DESCRIPTION, Confirmed
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
@@ -45,10 +45,7 @@ class UpdateWorldModelArgs(ToolArgs):
         max_length=MAX_CHANGES,
         description="All applied, or none.",
     )
-    confirmedInConversation: bool | None = Field(  # camelCase: the published name
-        None,
-        description="true only if the person confirmed it in conversation; alone it proves nothing.",
-    )
+    confirmedInConversation: Confirmed = None  # camelCase: the published name
     confirmationQuote: str | None = Field(  # camelCase: the published name
         None,
         max_length=2000,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from goals import goal_model, services
 from goals.goal_model.schemas import GoalModelChange
 from operator_site.display import Identifier, IdOrIdentifier
-from operator_site.evidence import QUOTE_DESCRIPTION
+from operator_site.evidence import QUOTE_DESCRIPTION, Confirmed
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
 
@@ -124,10 +124,6 @@ def log_decision(call: ToolCall, args: LogDecisionArgs) -> dict[str, Any]:
 
 
 # --- the goal model --------------------------------------------------------------------------------------
-CONFIRMED_FIELD = Field(  # camelCase: the published name
-    None,
-    description="true only if the person confirmed it in conversation; alone it proves nothing.",
-)
 QUOTE_FIELD = Field(  # camelCase: the published name
     None,
     max_length=2000,
@@ -161,7 +157,7 @@ class ApplyGoalChangeArgs(ToolArgs):
         ge=1,
         description="1 = most important; rerank needs it, add defaults to last.",
     )
-    confirmedInConversation: bool | None = CONFIRMED_FIELD
+    confirmedInConversation: Confirmed = None  # camelCase: the published name
     confirmationQuote: str | None = QUOTE_FIELD
     expected_version: int | None = EXPECTED_FIELD
     actor: Any = CLAIMED_ACTOR
@@ -222,7 +218,7 @@ class ReconcileGoalModelArgs(ToolArgs):
         max_length=goal_model.MAX_CHANGES,
         description="In order; all applied, or none.",
     )
-    confirmedInConversation: bool | None = CONFIRMED_FIELD
+    confirmedInConversation: Confirmed = None  # camelCase: the published name
     confirmationQuote: str | None = QUOTE_FIELD
     expected_version: int | None = EXPECTED_FIELD
     actor: Any = CLAIMED_ACTOR

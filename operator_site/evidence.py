@@ -11,11 +11,12 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
+from pydantic import Field
 
 from operator_site import wording
 from operator_site.models import ConfirmationUse, Instruction, Principal
@@ -55,6 +56,13 @@ QUOTE_DESCRIPTION = (
     "pause, resume, review, remove or re-rank: a word saying so). A sentence authorises "
     "one change, once."
 )
+
+# What a tool's `confirmedInConversation` argument is (both gated models' tools use it). Only JSON
+# true or false: `ToolArgs` refuses "true", 1 and the like for every boolean argument.
+Confirmed = Annotated[
+    bool | None,
+    Field(description="true only if the person confirmed it in conversation; alone it proves nothing."),
+]
 
 
 def window_hours() -> int:

@@ -72,29 +72,37 @@ DECLARED_TOOLS: tuple[str, ...] = (
 class ToolArgs(BaseModel):
     """Base of every tool's argument model. Unknown arguments are refused, naming the field, and so
     is true/false where a number is expected (pydantic's lax mode would read `"id": true` as id 1:
-    a caller's type confusion must not select row 1)."""
+    a caller's type confusion must not select row 1), and anything but JSON true/false where a
+    boolean is expected (lax mode reads "true", "yes", "on", 1 as true: `confirmedInConversation`,
+    half of what a high-stakes write needs, is a flag the caller sets, not a word it is read from)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name in _numeric_fields(cls):
+    def _json_types_as_sent(cls, value: Any, info: ValidationInfo) -> Any:
+        numeric, boolean = _scalar_fields(cls)
+        if isinstance(value, bool) and info.field_name in numeric:
             raise ValueError("expected a number, not true/false")
+        if value is not None and not isinstance(value, bool) and info.field_name in boolean:
+            raise ValueError("expected true or false (a JSON boolean)")
         return value
 
 
 @functools.cache
-def _numeric_fields(model: type[ToolArgs]) -> frozenset[str]:
-    """The fields of an argument model declared as int or float (optionally nullable)."""
-    numeric = set()
+def _scalar_fields(model: type[ToolArgs]) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields of an argument model declared as int or float, and those declared as bool (each
+    optionally nullable)."""
+    numeric, boolean = set(), set()
     for name, info in model.model_fields.items():
         annotation = info.annotation
         union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
-        options = typing.get_args(annotation) if union else (annotation,)
-        if bool not in options and any(option in (int, float) for option in options):
+        options = set(typing.get_args(annotation) if union else (annotation,)) - {type(None)}
+        if bool not in options and options & {int, float}:
             numeric.add(name)
-    return frozenset(numeric)
+        if options == {bool}:
+            boolean.add(name)
+    return frozenset(numeric), frozenset(boolean)
 
 
 # The `actor` argument several tools take (docs/security.md, claimed_actor): any type, accepted, never

@@ -218,6 +218,9 @@ def _wrong_values(schema: dict[str, Any]) -> list[Any]:
             out.append(value)  # a bool is not a number here either
             continue
         out.append(value)
+    if types == {"boolean"} or types == {"boolean", "null"}:
+        # What pydantic's lax mode would read as true or false: a flag is JSON true or false only.
+        out += ["true", "false", "yes", "on", "1", 1, 0, 1.0]
     return out
 
 
