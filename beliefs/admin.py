@@ -14,7 +14,8 @@ from django.utils.safestring import SafeString
 
 from beliefs import services
 from beliefs.models import HIGH_STAKES_KINDS, Belief, WorldModelVersion
-from operator_site.admin import ReadOnlyAdmin, instruction_link
+from operator_site.admin import ReadOnlyAdmin, identifier_column, instruction_link
+from operator_site.lineage import json_kind
 from operator_site.lineage_admin import LineageVersionAdmin, history_table
 
 REVERT_PERMISSION = "beliefs.revert_world_model"
@@ -52,7 +53,7 @@ class GatedItemAdmin(ReadOnlyAdmin):
 class BeliefAdmin(GatedItemAdmin):
     list_display = (
         "kind",
-        "key",
+        "key_shown",
         "short_value",
         "stakes",
         "status",
@@ -64,7 +65,7 @@ class BeliefAdmin(GatedItemAdmin):
     search_fields = ("key", "value")
     readonly_fields = (
         "kind",
-        "key",
+        "key_shown",
         "value",
         "confidence",
         "status",
@@ -76,7 +77,15 @@ class BeliefAdmin(GatedItemAdmin):
         "updated_at",
         "history",
     )
-    exclude = ("source_principal", "source_name", "source_kind", "evidence_instruction", "evidence_span")
+    exclude = (
+        "key",
+        "source_principal",
+        "source_name",
+        "source_kind",
+        "evidence_instruction",
+        "evidence_span",
+    )
+    key_shown = identifier_column("key")
 
     @admin.display(description="value")
     def short_value(self, obj: Belief) -> str:
@@ -116,6 +125,8 @@ class GatedVersionAdmin(LineageVersionAdmin):
 
     @admin.display(description="evidence")
     def evidence_shown(self, obj: Any) -> str:
+        if obj.evidence is not None and not isinstance(obj.evidence, dict):  # only a hand-edited row
+            return f"damaged: the evidence recorded with it is not an object ({json_kind(obj.evidence)})"
         return instruction_link(obj.evidence_instruction_id, (obj.evidence or {}).get("span", ""))
 
 

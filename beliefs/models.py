@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from operator_site.display import identifier_text
 from operator_site.lineage import ChangeRecord, VersionRecord
 from operator_site.models import Instruction, Principal
 
@@ -73,11 +74,11 @@ class Belief(models.Model):
         indexes = [models.Index(fields=["status", "kind"], name="belief_status_kind")]
 
     def __str__(self) -> str:
-        return f"{self.kind}/{self.key}"
+        return f"{self.kind}/{identifier_text(self.key)}"  # as it is stored (operator_site.display)
 
     @property
     def entity(self) -> str:
-        return f"{self.kind}/{self.key}"
+        return f"{self.kind}/{identifier_text(self.key)}"  # as it is stored (operator_site.display)
 
     @property
     def stakes(self) -> str:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Discriminator, Field, StringConstraints, field_validator, model_validator
 from typing_extensions import TypeAliasType
 
 from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged, identifier_text
+from operator_site.display import check_identifier
 
 MAX_KEY_CHARS = 120
 MAX_VALUE_CHARS = 4000
@@ -23,10 +24,16 @@ Kind = TypeAliasType(
     "Kind",
     Annotated[BeliefKind, Field(description="Belief kind.")],
 )
+# A key names a new belief on add and an existing one on update and retire: the type refuses hidden
+# characters (a page could show another key than the stored one), and an add also refuses a key that
+# is not in its plain form or mixes scripts in a word (`BeliefAdd`), which would be a second belief
+# reading as another. Update and retire take any stored key exactly as it is stored, so a belief
+# written before that rule can still be corrected and retired (operator_site.display, "identifiers").
 Key = identifier_text(
     "Key",
     max_length=MAX_KEY_CHARS,
     description="Unique among active beliefs of its kind, e.g. name, home_city.",
+    target=True,
 )
 Value = TypeAliasType(
     "Value",
@@ -48,6 +55,12 @@ class BeliefAdd(ChangeModel):
     key: Key
     value: Value
     confidence: Confidence = None  # type: ignore[assignment]  # absent, not null
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _new_key(cls, value: Any) -> Any:
+        # A new key: the whole identifier rule (a validator adds nothing to the published schema).
+        return check_identifier(value)
 
 
 def _value_or_confidence(schema: dict[str, Any], model: type) -> None:

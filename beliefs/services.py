@@ -9,6 +9,7 @@ it superseded, the exact pre- and post-image of every belief it touched.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,8 +30,23 @@ from beliefs.models import (
 )
 from beliefs.schemas import CHANGES
 from operator_site import versioned
+from operator_site.display import Named
 from operator_site.evidence import GATE, Claim, Confirmation
-from operator_site.lineage import Committed, EntityChange, Image, Lineage, LiveRows, LiveStore
+from operator_site.lineage import (
+    Committed,
+    EntityChange,
+    FieldTest,
+    Image,
+    Lineage,
+    LiveRows,
+    LiveStore,
+    field_problem,
+    is_number,
+    is_text,
+    one_of,
+    optional,
+    provenance_problem,
+)
 from operator_site.lineage_revert import Reverter
 from operator_site.models import Instruction, Notification, Principal
 from operator_site.proposals import ApprovalEvidence
@@ -49,7 +65,12 @@ split_entity = versioned.split
 
 
 def normalise_key(key: str) -> str:
-    """Keys compare case-insensitively with whitespace collapsed: "Home  City" is "home city"."""
+    """Keys compare case-insensitively with whitespace collapsed: "Home  City" is "home city". (Not in
+    their plain form, NFKC: a key is stored as this gives it, under the unique constraint (kind, key),
+    and a key written in full-width letters before the door refused it on add must stay reachable by
+    exactly its stored text, to be corrected or retired. Normalising here would strand those rows or
+    need every stored key migrated; the door refuses a new one instead: operator_site.display,
+    "identifiers", and docs/world-model.md, "Keys".)"""
     return " ".join((key or "").split()).lower()
 
 
@@ -86,7 +107,25 @@ class BeliefStore(LiveStore):
         super().__init__(LiveRows(Belief, ("kind", "key"), split_entity, image_of, _columns))
 
 
-WORLD_MODEL = Lineage("world model", WorldModelVersion, WorldModelChange, BeliefStore())
+# What a belief's stored image must hold for its readers (the snapshot as of a version, the admin's
+# rows) and for a revert that writes it back to the row's columns (`_columns`): a hand-edited change row
+# that holds anything else is shown as damaged and refused by those reads (`Lineage.damage`).
+_IMAGE_FIELDS: dict[str, FieldTest] = {
+    "kind": one_of(BELIEF_KINDS),
+    "key": is_text,
+    "value": is_text,
+    "confidence": optional(lambda v: is_number(v) and 0 <= v <= 1),
+    "status": one_of(Belief.Status.values),
+}
+
+
+def _image_problem(entity: str, image: Image) -> str | None:
+    return field_problem(image, _IMAGE_FIELDS) or provenance_problem(image, Principal.Kind.values)
+
+
+WORLD_MODEL = Lineage(
+    "world model", WorldModelVersion, WorldModelChange, BeliefStore(), check_image=_image_problem
+)
 
 
 def _same_content(a: Image | None, b: Image | None) -> bool:
@@ -175,11 +214,19 @@ def _spec(change: Any) -> ChangeSpec:
     )
 
 
+def _plain_key(key: str) -> str:
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", key).casefold())
+
+
 def _candidates(kind: str, key: str) -> list[str]:
+    """Keys a refused update or retire may have meant, first any that read as the same key (written in
+    full-width letters or a ligature, stored before the door refused them: each is updated or retired
+    by exactly its stored key), then the close ones."""
     keys = list(
         Belief.objects.filter(kind=kind, status=Belief.Status.ACTIVE).values_list("key", flat=True)[:500]
     )
-    close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
+    close = [k for k in keys if k != key and _plain_key(k) == _plain_key(key)]
+    close += [k for k in difflib.get_close_matches(key, keys, n=5, cutoff=0.5) if k not in close]
     close += [k for k in keys if (key in k or k in key) and k not in close]
     return close[:5]
 
@@ -312,8 +359,14 @@ def update_world_model(
 
 def _summary(ops: Sequence[tuple[str, str]], principal: Principal) -> str:
     verbs = {"add": "added", "update": "updated", "retire": "retired"}
-    parts = [(f"{entity} {verbs.get(op, op)}", _is_high(entity)) for op, entity in ops]
+    parts = [(named(entity).then(f" {verbs.get(op, op)}"), _is_high(entity)) for op, entity in ops]
     return versioned.summary_text(parts, principal, shown=6)
+
+
+def named(entity: str) -> Named:
+    """A belief as the person reads it, ``kind/key``, its key shown as an identifier."""
+    kind, key = split_entity(entity)
+    return Named(f"{kind}/", key)
 
 
 def _value_text(image: Image | None) -> str:
@@ -344,7 +397,7 @@ def _change_dict(change: EntityChange, op: str | None = None) -> dict[str, Any]:
 # --- notices ---------------------------------------------------------------------------------------
 def _notice_lines(changes: Sequence[EntityChange]) -> list[str]:
     return versioned.notice_lines(
-        [(c.entity, _value_text(c.before), _value_text(c.after), _is_high(c.entity)) for c in changes]
+        [(named(c.entity), _value_text(c.before), _value_text(c.after), _is_high(c.entity)) for c in changes]
     )
 
 
@@ -367,7 +420,7 @@ def _rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
         row
         for c in changes
         for row in versioned.diff_rows(
-            c.entity, c.before, c.after, DIFF_FIELDS, stakes_of(split_entity(c.entity)[0])
+            named(c.entity), c.before, c.after, DIFF_FIELDS, stakes_of(split_entity(c.entity)[0])
         )
     ]
 

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from beliefs.admin import GatedItemAdmin, GatedVersionAdmin
 from goals import goal_model
 from goals.models import DecisionLogEntry, Goal, GoalModelItem, GoalModelVersion, Priority, Project, Task
-from operator_site.admin import ReadOnlyAdmin
+from operator_site.admin import ReadOnlyAdmin, identifier_column
 from operator_site.lineage_admin import history_table
 
 
@@ -26,6 +26,8 @@ class GoalModelItemAdmin(GatedItemAdmin):
     """Shared by goals, priorities and projects: read-only, provenance, evidence and history."""
 
     kind: goal_model.ItemKind
+    title_shown = identifier_column("title")  # a goal's or project's
+    name_shown = identifier_column("name")  # a priority's
 
     @admin.display(description="history (every version that changed it)")
     def history(self, obj: GoalModelItem) -> SafeString:
@@ -37,19 +39,19 @@ class GoalAdmin(GoalModelItemAdmin):
     kind = goal_model.GOAL
     list_display = (
         "importance",
-        "title",
+        "title_shown",
         "status",
         "project_count",
         "open_tasks",
         "source",
         "set_in_version",
     )
-    list_display_links = ("title",)
+    list_display_links = ("title_shown",)
     list_filter = ("status", "source_kind")
     search_fields = ("title", "detail")
     ordering = ("importance", "id")
     readonly_fields = (
-        "title",
+        "title_shown",
         "detail",
         "status",
         "importance",
@@ -84,13 +86,13 @@ class GoalAdmin(GoalModelItemAdmin):
 @admin.register(Priority)
 class PriorityAdmin(GoalModelItemAdmin):
     kind = goal_model.PRIORITY
-    list_display = ("position", "name", "status", "source", "set_in_version")
-    list_display_links = ("name",)
+    list_display = ("position", "name_shown", "status", "source", "set_in_version")
+    list_display_links = ("name_shown",)
     list_filter = ("status",)
     search_fields = ("name", "detail")
     ordering = ("position", "id")
     readonly_fields = (
-        "name",
+        "name_shown",
         "detail",
         "status",
         "position",
@@ -107,12 +109,12 @@ class PriorityAdmin(GoalModelItemAdmin):
 @admin.register(Project)
 class ProjectAdmin(GoalModelItemAdmin):
     kind = goal_model.PROJECT
-    list_display = ("title", "status", "goal", "source", "set_in_version")
+    list_display = ("title_shown", "status", "goal", "source", "set_in_version")
     list_filter = ("status", "goal")
     search_fields = ("title", "detail", "goal__title")
     list_select_related = ("goal",)
     readonly_fields = (
-        "title",
+        "title_shown",
         "detail",
         "status",
         "goal",

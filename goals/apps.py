@@ -16,4 +16,5 @@ class GoalsConfig(AppConfig):
             tool="operator_reconcile_goal_model",
             changes=CHANGES,
             apply=goal_model.reconcile_goal_model,
+            identifiers=("title", "name"),  # a goal's or project's title, a priority's name
         )

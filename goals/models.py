@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Manager, Q
 from django.utils import timezone
 
+from operator_site.display import identifier_text
 from operator_site.lineage import ChangeRecord, VersionRecord
 from operator_site.models import AppendOnlyModel, Instruction, Principal
 
@@ -90,7 +91,7 @@ class Goal(GoalModelItem):
         indexes = [models.Index(fields=["present", "status"], name="goal_present_status")]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.title}"
+        return f"#{self.pk} {identifier_text(self.title)}"  # as it is stored (operator_site.display)
 
 
 class Priority(GoalModelItem):
@@ -118,7 +119,7 @@ class Priority(GoalModelItem):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.name}"
+        return f"#{self.pk} {identifier_text(self.name)}"  # as it is stored (operator_site.display)
 
 
 class Project(GoalModelItem):
@@ -139,7 +140,7 @@ class Project(GoalModelItem):
         indexes = [models.Index(fields=["present", "status"], name="project_present_status")]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.title}"
+        return f"#{self.pk} {identifier_text(self.title)}"  # as it is stored (operator_site.display)
 
 
 class GoalModelVersion(VersionRecord):

@@ -21,7 +21,6 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
 from intents import approval, proposal_page
 from intents.directives import clear_directives
@@ -37,8 +36,7 @@ from intents.models import (
     in_force,
 )
 from operator_site import proposals
-from operator_site.admin import ReadOnlyAdmin
-from operator_site.display import visible_identifier_html
+from operator_site.admin import ReadOnlyAdmin, identifier_column
 from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 
@@ -47,7 +45,7 @@ from operator_site.views import human_principal
 class DirectiveAdmin(ReadOnlyAdmin):
     list_display = (
         "kind",
-        "topic",
+        "topic_shown",
         "reason",
         "actor",
         "created_at",
@@ -58,6 +56,9 @@ class DirectiveAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "clear_reason")
     search_fields = ("topic", "reason")
     actions = ("clear_selected",)
+    exclude = ("topic",)
+    readonly_fields = ("topic_shown",)
+    topic_shown = identifier_column("topic")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Directive]:
         # The one rule of a directive in force (intents.models.in_force), evaluated by the database.
@@ -157,12 +158,15 @@ class PendingFirst(admin.SimpleListFilter):
         return queryset
 
 
+_INTENT_IDENTIFIERS = ("action_type", "recipient", "topic")
+
+
 @admin.register(Intent)
 class IntentAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "created_at",
-        "action_type",
+        "action_type_shown",
         "title",
         "recipient_shown",
         "amount",
@@ -177,19 +181,18 @@ class IntentAdmin(ReadOnlyAdmin):
     inlines = (IntentEventInline,)
     # `due` is shown through `due_local`: an instant at the edge of the calendar (stored before the
     # door refused such values) cannot be written in every zone, and must not make the page a 500.
-    # The recipient, through `recipient_shown`: an identifier that mixes directions shows each
-    # right-to-left character as a token, so it reads in the order it is stored (operator_site.display).
+    # The identifiers (action type, recipient, topic) through `identifier_column`: one that mixes
+    # directions shows each right-to-left character as a token, so it reads in the order it is stored.
     readonly_fields = (
-        *(f.name for f in Intent._meta.fields if f.name not in ("due", "recipient")),
-        "recipient_shown",
+        *(f.name for f in Intent._meta.fields if f.name not in ("due", *_INTENT_IDENTIFIERS)),
+        *(f"{name}_shown" for name in _INTENT_IDENTIFIERS),
         "due_local",
         "decide",
     )
-    exclude = ("due", "recipient")
-
-    @admin.display(description="recipient", ordering="recipient")
-    def recipient_shown(self, obj: Intent) -> str | SafeString:
-        return visible_identifier_html(obj.recipient) if obj.recipient else "—"
+    exclude = ("due", *_INTENT_IDENTIFIERS)
+    action_type_shown = identifier_column("action_type", "type")
+    recipient_shown = identifier_column("recipient")
+    topic_shown = identifier_column("topic")
 
     @admin.display(description="due")
     def due_local(self, obj: Intent) -> str:

@@ -8,6 +8,7 @@ knowing") states it, and how directives hold notices.
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime, timedelta
 
 from django.db.models import QuerySet
@@ -23,7 +24,11 @@ DEFAULT_DIRECTIVE_MINUTES = 60
 
 
 def normalise_topic(topic: str | None) -> str:
-    return " ".join((topic or "").split()).lower()
+    """A topic as it is stored and compared: whitespace collapsed, lower-cased, in its plain form
+    (NFKC). A topic given as an argument is in that form already (the door refuses one that is not:
+    operator_site.display, "identifiers"); a notice's title is free text, so a mute or a focus on
+    "newsletters" still finds it written in full-width letters or with a ligature."""
+    return " ".join(unicodedata.normalize("NFKC", topic or "").split()).lower()
 
 
 def set_directive(

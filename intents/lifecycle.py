@@ -33,7 +33,7 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.display import identifier_text, right_to_left_tokens, visible_text
+from operator_site.display import identifier_text, right_to_left_tokens, shown_start, visible_text
 from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
@@ -380,13 +380,7 @@ def quoted(text: str, *, limit: int = QUOTED_SHOWN, lines: int = QUOTED_LINES) -
     Unicode line separator...) never reach one: every surface shows them as tokens
     (operator_site.display), so they cannot let the text out of the quote either."""
     text = text.replace("\r\n", "\n")
-    keep = len(text)
-    if len(visible_text(text)) > limit:  # the longest start of it that is shown in `limit` characters
-        low, high = 0, min(keep, limit)
-        while low < high:
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if len(visible_text(text[:middle])) <= limit else (low, middle - 1)
-        keep = low
+    keep = len(shown_start(text, limit))
     cut = text[:keep].split("\n")[:lines]
     rest = len(text) - (sum(len(line) + 1 for line in cut) - 1)
     out = [f"> {line}" for line in cut]

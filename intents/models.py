@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from operator_site.display import identifier_text
 from operator_site.models import AppendOnlyModel, Principal
 
 
@@ -77,7 +78,7 @@ class Directive(models.Model):
         ]
 
     def __str__(self) -> str:
-        topic = f" {self.topic!r}" if self.topic else ""
+        topic = f" “{identifier_text(self.topic)}”" if self.topic else ""  # as stored (operator_site.display)
         return f"{self.kind}{topic} until {self.expires_at:%Y-%m-%d %H:%M}"
 
 
@@ -212,7 +213,7 @@ class Intent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.action_type}: {self.title} [{self.status}]"
+        return f"#{self.pk} {identifier_text(self.action_type)}: {self.title} [{self.status}]"
 
     @property
     def terminal(self) -> bool:

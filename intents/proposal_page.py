@@ -10,6 +10,7 @@ from typing import Any
 
 from intents.models import Intent
 from operator_site import proposals
+from operator_site.display import Named
 from operator_site.refusals import Refusal
 
 # Per kind of change, the values a person may adjust on the Edit form (the rest is what the change
@@ -42,16 +43,21 @@ def proposal_context(intent: Intent) -> dict[str, Any] | None:
 
 
 def _editable(changes: list[dict[str, Any]]) -> Any:
-    """(name, label, value) per adjustable value: `change-<n>-<field>`."""
+    """(name, label, value) per adjustable value: `change-<n>-<field>`; the label names the change's
+    target as an identifier (`operator_site.display.Named`)."""
     for n, change in enumerate(changes):
         what = change.get("kind") or change.get("entity")
         target = change.get("key") or change.get("target") or "(new)"
         for name in _EDITABLE:
             if name in change:
-                yield f"change-{n}-{name}", f"{change['op']} {what} {target} · {name}", change[name]
+                yield f"change-{n}-{name}", _label(change, what, target, name), change[name]
         for name, value in (change.get("fields") or {}).items():
             if name in _EDITABLE_FIELDS:
-                yield f"change-{n}-fields-{name}", f"{change['op']} {what} {target} · {name}", value
+                yield f"change-{n}-fields-{name}", _label(change, what, target, name), value
+
+
+def _label(change: dict[str, Any], what: Any, target: Any, name: str) -> Named:
+    return Named(f"{change['op']} {what} ", target, f" · {name}")
 
 
 def edited_body(intent: Intent, posted: Mapping[str, str]) -> str:

@@ -3,7 +3,8 @@ the audit trail (read-only: nothing can edit or delete it)."""
 
 from __future__ import annotations
 
-from datetime import date
+from collections.abc import Callable
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,12 +14,16 @@ from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
+from operator_site.calendar_edge import writable_here
+from operator_site.display import visible_identifier_html
 from operator_site.face import door
 from operator_site.face.auth import revoke
 from operator_site.models import AuditEvent, Instruction, Notification, Principal
@@ -76,7 +81,31 @@ class InputGuardMixin:
             # the instant in UTC and in every time zone.
             if not door.EARLIEST_DATE.year < year < door.LATEST_DATE.year:
                 raise IncorrectLookupParameters(f"{name}: year out of range")
-        return super().get_changelist_instance(request)  # type: ignore[misc]
+        changelist = super().get_changelist_instance(request)  # type: ignore[misc]
+        if changelist.date_hierarchy:
+            self._hide_unwritable_drill_down(request, changelist)
+        return changelist
+
+    def _hide_unwritable_drill_down(self, request: HttpRequest, changelist: Any) -> None:
+        """The date drill-down groups the list's rows by year, month and day in the operator's zone,
+        in SQL: the database converts every instant there, and fails on one the zone cannot write (at
+        an end of the calendar: `CalendarEdgeZone` keeps the page's own conversions from failing, not
+        the database's). A list holding such an instant — only a damaged or hand-edited row does — is
+        shown without the drill-down, and says why. One aggregate, as the drill-down reads first."""
+        name = changelist.date_hierarchy
+        bounds = changelist.queryset.aggregate(first=Min(name), last=Max(name))
+        edges = [v for v in bounds.values() if isinstance(v, datetime) and not writable_here(v)]
+        if not edges:
+            return
+        changelist.date_hierarchy = None
+        if request.method == "GET":
+            when = edges[0].astimezone(UTC).isoformat(sep=" ", timespec="minutes")
+            messages.warning(
+                request,
+                f"The date drill-down is hidden: a row of this list has a {name} ({when}) that the "
+                f"operator's time zone ({timezone.get_current_timezone_name()}) cannot write, at an end of "
+                "the calendar. Only a damaged or hand-edited row holds one; it is shown in UTC.",
+            )
 
     def response_action(self, request: HttpRequest, queryset: QuerySet) -> Any:
         selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
@@ -90,6 +119,22 @@ class InputGuardMixin:
                 messages.error(request, "That selection is not valid; nothing was done.")
                 return HttpResponseRedirect(request.get_full_path())
         return super().response_action(request, queryset)  # type: ignore[misc]
+
+
+def identifier_column(field: str, description: str | None = None) -> Callable[[Any, Any], SafeString | str]:
+    """A list column or read-only field showing a model's `field` as the identifier it is (a belief's
+    key, a title, a topic, a recipient): isolated, hidden characters as marked tokens, and, when it
+    mixes directions, each right-to-left character a token, so it reads in the order it is stored
+    (`operator_site.display.visible_identifier_html`). Set it on the admin under ``<field>_shown``
+    and list that name where the field would be (and exclude the field from the form)."""
+
+    @admin.display(description=description or field.replace("_", " "), ordering=field)
+    def shown(model_admin: Any, obj: Any) -> SafeString | str:
+        value = getattr(obj, field)
+        return visible_identifier_html(value) if value not in (None, "") else "—"
+
+    shown.__name__ = f"{field}_shown"
+    return shown
 
 
 class ReadOnlyAdmin(InputGuardMixin, admin.ModelAdmin):

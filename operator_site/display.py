@@ -24,7 +24,13 @@ through it:
 - **Identifiers** (action type, recipient, belief key, titles used as targets, task key, directive
   topic) refuse hidden characters at the door: `Identifier` is a pydantic type for tool arguments,
   `identifier_problem()` the check itself; the refusal (``invalid_arguments``) names the field and the
-  character.
+  character. A new name (an added belief's key, a title on add or rename, a task key, a topic, an
+  action type, a recipient) must also be in its plain form (NFKC: no full-width, mathematical,
+  circled or superscript letters, no ligatures) with no word mixing scripts (`operator_site.wording`
+  decides that, for the evidence rules too): it would be a second name reading as another. A name
+  that only finds what exists (`check_target`, `IdOrIdentifier`: a belief's key on update or retire,
+  a target or link by title) refuses hidden characters alone, so a row stored before that rule can
+  still be reached by its stored name (see "identifiers" below for why refuse, not normalise).
 
 Reuse it for any new surface (the proposals' approval page renders its diff with ``|visible``); do not
 write a second copy.
@@ -47,7 +53,12 @@ it, not the order inside it: an account number that starts with one visible righ
 order. An identifier that mixes directions — a right-to-left character (bidi class R, AL or AN) and a
 character read left to right (L, EN, AN) — is shown with each right-to-left character as a token
 (`identifier_text`, `visible_identifier_html`), so what is shown reads in the order it is stored. An
-identifier written in one right-to-left script alone is shown as it is.
+identifier written in one right-to-left script alone is shown as it is. Where the operator's own
+words name an identifier — ``identity/`` + a belief's key, ``goal #3 “…”``, a ranking of titles, a
+proposal's lines and labels — the text is a `Named`: it spells the same string, and every surface
+shows the identifiers in it that way. The admin's own columns and fields of identifiers go through
+`operator_site.admin.identifier_column`, and a model's ``__str__`` (a page's title and breadcrumbs)
+through `identifier_text`.
 """
 
 from __future__ import annotations
@@ -230,7 +241,10 @@ def _normal_newlines(text: str) -> str:
 def visible_text(text: Any, *, single_line: bool = False, limit: int | None = None) -> str:
     """Agent text for a plain-text surface (an email body, a webhook summary, a log line): every hidden
     character replaced by its token ``[U+XXXX]``. `single_line` also turns line breaks and tabs into
-    spaces; `limit` cuts the result to that many characters (ending in "…")."""
+    spaces; `limit` cuts the result to that many characters (ending in "…"). A `Named` shows its
+    identifier as `identifier_text` does."""
+    if isinstance(text, Named):
+        text = "".join(identifier_text(part) if ident else part for part, ident in text.parts)
     text = _normal_newlines("" if text is None else str(text))
     text = hidden_re().sub(lambda m: token(m.group()), text)
     if single_line:
@@ -238,6 +252,18 @@ def visible_text(text: Any, *, single_line: bool = False, limit: int | None = No
     if limit is not None and len(text) > limit:
         text = text[: max(0, limit - 1)].rstrip() + "…"
     return text
+
+
+def shown_start(text: str, limit: int) -> str:
+    """The longest start of `text` that `visible_text` shows in at most `limit` characters (each
+    hidden character is shown as its token): where to cut agent text that must stay as written."""
+    if len(visible_text(text)) <= limit:
+        return text
+    low, high = 0, min(len(text), limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if len(visible_text(text[:middle])) <= limit else (low, middle - 1)
+    return text[:low]
 
 
 HEADER_LIMIT = 180  # characters of a header value; email subjects beyond ~80 are folded anyway
@@ -270,7 +296,14 @@ def mark_html_text(text: str) -> str:
 
 def visible_html(value: Any) -> SafeString:
     """Agent text for an HTML page: escaped, hidden characters as marked tokens, direction isolated
-    (``<bdi class="op-agent">``) so it cannot reorder the text around it."""
+    (``<bdi class="op-agent">``) so it cannot reorder the text around it. A `Named` shows its
+    identifier as `visible_identifier_html` does, isolated from the words around it."""
+    if isinstance(value, Named):
+        shown = "".join(
+            visible_identifier_html(part) if ident else mark_html_text(escape(part))
+            for part, ident in value.parts
+        )
+        return mark_safe(f'<bdi class="op-agent">{shown}</bdi>')  # noqa: S308
     text = "" if value is None else str(value)
     return mark_safe(f'<bdi class="op-agent">{mark_html_text(escape(text))}</bdi>')  # noqa: S308
 
@@ -331,6 +364,48 @@ def visible_identifier_html(value: Any) -> SafeString:
     return mark_safe(f'<bdi class="op-agent">{"".join(parts)}</bdi>')  # noqa: S308
 
 
+class Named(str):
+    """Text the operator composes of its own words and identifiers an agent wrote: ``identity/`` + a
+    belief's key, ``goal #3 “`` + a title + ``”``, a ranking of titles. It is the plain string it
+    spells — equal to it, stored and serialised as it — and the surfaces that know it
+    (`visible_text`, `visible_html`, so the ``|visible`` filter and every notice line) show each
+    identifier as an identifier: when it mixes directions, each right-to-left character a token, so it
+    reads in the order it is stored whatever words surround it. (Shown whole as free text, a key such
+    as ``[U+05F3] 1111 2222`` after ``identity/`` would still be laid out right to left.) Built with
+    ``Named(words, identifier, tail)``, extended with `then`, joined with `Named.join`; anything made
+    of it by plain string operations is a plain string again, shown as free text."""
+
+    parts: tuple[tuple[str, bool], ...]  # (text, is it an identifier), in order
+
+    def __new__(cls, words: str = "", identifier: Any = None, tail: str = "") -> Named:
+        ident = "" if identifier is None else str(identifier)
+        return cls._of(((words, False), (ident, True), (tail, False)))
+
+    @classmethod
+    def _of(cls, parts: Iterable[tuple[str, bool]]) -> Named:
+        kept = tuple((text, ident) for text, ident in parts if text)
+        named = super().__new__(cls, "".join(text for text, _ in kept))
+        named.parts = kept
+        return named
+
+    def then(self, more: str) -> Named:
+        """The same text with `more` after it (`` · value``; a `Named` keeps its identifiers)."""
+        return Named._of((*self.parts, *_parts_of(more)))
+
+    @classmethod
+    def join(cls, separator: str, items: Iterable[str]) -> Named:
+        """`separator`.join(items), each `Named` among them keeping its identifiers."""
+        parts: list[tuple[str, bool]] = []
+        for n, item in enumerate(items):
+            parts += [(separator, False)] if n else []
+            parts += _parts_of(item)
+        return cls._of(parts)
+
+
+def _parts_of(text: Any) -> tuple[tuple[str, bool], ...]:
+    return text.parts if isinstance(text, Named) else (("" if text is None else str(text), False),)
+
+
 def _runs(text: str) -> list[str]:
     """`text` cut into single right-to-left characters and the runs between them."""
     runs: list[str] = []
@@ -345,19 +420,94 @@ def _runs(text: str) -> list[str]:
 
 
 # --- identifiers ------------------------------------------------------------------------------------------
-def identifier_problem(text: str | None) -> str | None:
+# What would let one name pass for another is refused at the door, not normalised. Besides hidden
+# characters: a character that is not in its plain form (NFKC: full-width letters U+FF41...,
+# mathematical alphanumerics U+1D400..., circled letters U+24D0..., superscripts, ligatures U+FB01...:
+# "tone" written with any of them reads as "tone"), and a word that mixes scripts ("tone" with a
+# Cyrillic "o", U+043E; `operator_site.wording` decides that, for the evidence rules too). Normalising
+# instead would change what a stored name is: belief keys are stored as written (lower-cased) under a
+# unique constraint, so a key stored before this rule would no longer be reached by its own text, or
+# every stored key would need migrating and each look-alike pair merging.
+#
+# Only a NEW name is held to the plain form and one script per word: a belief's key on add, a title or
+# name on add or rename, a task key, a directive's or an intent's topic, an action type, a recipient. A
+# name that only finds what exists — a belief's key on update or retire, a goal, priority or project
+# named as a target or a link — is checked for hidden characters alone (`target=True`), so a row stored
+# before the rule can still be read, updated and retired by exactly its stored name, and cleaned up.
+def identifier_problem(text: str | None, *, target: bool = False) -> str | None:
     """Why this text cannot be an identifier (naming the first offending character and where it is),
-    or None if it can."""
+    or None if it can. `target`: it names something that exists (hidden characters alone refused)."""
     if not text:
         return None
     match = _classes()[1].search(text)
-    if match is None:
+    if match is not None:
+        return (
+            f"contains {describe_char(match.group())} at position {match.start() + 1}: identifiers may not "
+            "hold control, direction, zero-width or other invisible characters (they could make a page "
+            "show something other than what is stored)"
+        )
+    if target or text.isascii():  # plain ASCII is in its plain form and one script
         return None
+    return _not_plain(text) or _mixed_word(text)
+
+
+def _not_plain(text: str) -> str | None:
+    """The first character NFKC changes, with its plain form; None if the text is in NFKC."""
+    if unicodedata.is_normalized("NFKC", text):
+        return None
+    at, plain = _first_not_plain(text)
     return (
-        f"contains {describe_char(match.group())} at position {match.start() + 1}: identifiers may not "
-        "hold control, direction, zero-width or other invisible characters (they could make a page show "
-        "something other than what is stored)"
+        f"contains {describe_char(text[at])} at position {at + 1}: identifiers must be written in their "
+        f"plain form (NFKC: {plain!r})"
     )
+
+
+def _first_not_plain(text: str) -> tuple[int, str]:
+    for at, ch in enumerate(text):
+        plain = unicodedata.normalize("NFKC", ch)
+        if plain != ch:
+            return at, plain
+    # Every character is plain alone: a letter and a combining mark that compose ("e" + U+0301 is
+    # "é"), or marks out of their canonical order.
+    for at in range(1, len(text)):
+        pair = text[at - 1 : at + 1]
+        if not unicodedata.is_normalized("NFKC", pair):
+            return at, unicodedata.normalize("NFKC", pair)
+    return 0, unicodedata.normalize("NFKC", text)
+
+
+def _words(text: str) -> Iterable[tuple[int, str]]:
+    """An identifier's words, each with where it starts: runs of letters and digits, with the marks on
+    them (a combining mark does not end a word). Anything else separates them (".", "_", "-", " ")."""
+    start: int | None = None
+    for at, ch in enumerate(f"{text} "):
+        inside = ch.isalnum() or (start is not None and unicodedata.category(ch).startswith("M"))
+        if inside and start is None:
+            start = at
+        elif not inside and start is not None:
+            yield start, text[start:at]
+            start = None
+
+
+def _mixed_word(text: str) -> str | None:
+    """A word that mixes scripts, naming the first character of the word's other script; None if none
+    does. (An all-Cyrillic, all-Greek or all-Hebrew word is one script; kanji with kana is Japanese.)"""
+    from operator_site import wording  # the one place that decides what a word mixing scripts is
+
+    for start, word in _words(text):
+        if not wording.mixes_scripts(word):
+            continue
+        scripts = [wording.script(ch) for ch in word]
+        found = {s for s in scripts if s is not None}
+        # The word's own script is the one most of its letters are in (the first, on a tie).
+        own = max(found, key=lambda s: (scripts.count(s), -scripts.index(s)))
+        at = next(i for i, s in enumerate(scripts) if s and not wording.written_together({own, s}))
+        return (
+            f"contains {describe_char(word[at])} at position {start + at + 1}, in {word!r}, a word that "
+            f"mixes the {own.title()} and {str(scripts[at]).title()} scripts: identifiers may not mix "
+            "scripts inside one word (a look-alike letter makes a second name that reads as the first)"
+        )
+    return None
 
 
 def _check_identifier(value: Any) -> Any:
@@ -368,11 +518,22 @@ def _check_identifier(value: Any) -> Any:
     return value
 
 
-# A pydantic type for identifier-like tool arguments: refused (invalid_arguments, naming the field and
-# the character) if they hold a hidden character. Combine with Field(...) as usual. Checked before the
-# field's own constraints (a pattern, a length), so the refusal always names the character.
+def _check_target(value: Any) -> Any:
+    if isinstance(value, str):
+        problem = identifier_problem(value, target=True)
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
+# A pydantic type for identifier-like tool arguments that name something new: refused (invalid_arguments,
+# naming the field and the character) if they hold a hidden character, a character not in its plain
+# form, or a word mixing scripts. Combine with Field(...) as usual. Checked before the field's own
+# constraints (a pattern, a length), so the refusal always names the character.
 Identifier = Annotated[str, BeforeValidator(_check_identifier)]
-# A target named by id or by its title: the title is checked as an identifier (the refusal names the
-# field itself, not a branch of the union).
-IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(_check_identifier)]
+# A target named by id or by its title: the title is checked as a target (hidden characters alone: it
+# may name a row stored before the plain-form rule), and the refusal names the field itself, not a
+# branch of the union.
+IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(_check_target)]
 check_identifier = _check_identifier
+check_target = _check_target

@@ -5,6 +5,7 @@ docs/lineage.md; `operator_site.versioned` builds the rest of a versioned model 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -192,6 +193,134 @@ class EntityChange:
     after: Image | None
 
 
+# --- damaged change rows ------------------------------------------------------------------------------
+# The lineage writes every image as a JSON object (or null: absent), and nothing but the lineage writes
+# change rows. A row holding anything else was damaged or edited by hand below the door. Every reader
+# of stored images asks `Lineage.damage` first and reads past such a row: a read that needs it refuses
+# (`damaged_row`, naming it), a page shows it as damaged. Nothing reads it as if it were an image.
+ImageCheck = Callable[[str, Image], str | None]
+
+
+def _no_image_check(entity: str, image: Image) -> str | None:
+    return None
+
+
+def _no_entity_check(entity: str) -> str | None:
+    return None
+
+
+def json_kind(value: Any) -> str:
+    """What a stored JSON value is, in JSON's words: "an array", "a string", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Why one stored change row cannot be read as the lineage wrote it."""
+
+    row: int
+    version: int
+    entity: str
+    why: str  # "its after image is not an object (it is an array)"
+
+    @property
+    def text(self) -> str:
+        """The marker a page shows in its place: ``damaged row #12: its after image is ...``."""
+        return f"damaged row #{self.row}: {self.why}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "version": self.version, "entity": self.entity, "why": self.why}
+
+
+# What a model's `check_image` asks of the fields its readers read: each test takes the stored value.
+FieldTest = Callable[[Any], bool]
+BIGINT_MAX = 2**63 - 1  # what every integer column (and SQLite's binding) holds
+
+
+def is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def is_text_up_to(length: int) -> FieldTest:
+    """Text a column of `length` characters holds (PostgreSQL refuses longer text)."""
+    return lambda value: isinstance(value, str) and len(value) <= length
+
+
+def is_whole(value: Any) -> bool:
+    """A whole number a bigint column holds (never a boolean: JSON's true is not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= BIGINT_MAX
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def optional(test: FieldTest) -> FieldTest:
+    return lambda value: value is None or test(value)
+
+
+def one_of(values: Iterable[Any]) -> FieldTest:
+    allowed = frozenset(values)
+    return lambda value: isinstance(value, str) and value in allowed
+
+
+def field_problem(image: Mapping[str, Any], tests: Mapping[str, FieldTest], within: str = "") -> str | None:
+    """The first of `tests`' fields that `image` lacks or holds in another shape, as the end of a
+    sentence ('has no "value"', 'has an unreadable "status" (an array)'); None if every one passes.
+    A field the readers read with ``.get`` (it may be left out) is not in `tests`, or passes None."""
+    for name, test in tests.items():
+        shown = f"{within}{name}"
+        if name not in image:
+            return f'has no "{shown}"'
+        if not test(image[name]):
+            return f'has an unreadable "{shown}" ({json_kind(image[name])})'
+    return None
+
+
+def provenance_problem(image: Mapping[str, Any], kinds: Iterable[str]) -> str | None:
+    """What the provenance part of a versioned item's image (`operator_site.versioned.provenance_of`:
+    who set it, in which version, on what evidence) lacks for its readers and a revert that writes it
+    back to its row's columns; `kinds` are the principal kinds."""
+    problem = field_problem(image, {"source": lambda v: isinstance(v, dict), "set_in_version": is_whole})
+    if problem:
+        return problem
+    source = {"id": optional(is_whole), "name": is_text_up_to(64), "kind": one_of(kinds)}
+    problem = field_problem(image["source"], source, within="source.")
+    if problem:
+        return problem
+    evidence = image.get("evidence")
+    if evidence is None:
+        return None
+    if not isinstance(evidence, dict):
+        return f'has an unreadable "evidence" ({json_kind(evidence)})'
+    tests = {"instruction": optional(is_whole), "approval": optional(is_whole), "span": optional(is_text)}
+    return field_problem({name: evidence.get(name) for name in tests}, tests, within="evidence.")
+
+
+def damaged_history(label: str, damages: Sequence[Damage], what: str) -> Refusal:
+    """The refusal of a read or a revert that needs a damaged row: it names the rows (at most five in
+    the sentence, every one in `damaged_rows`), and `what` says what could not be done."""
+    named = "; ".join(f"damaged row #{d.row} (version {d.version}, {d.entity}): {d.why}" for d in damages[:5])
+    more = f"; and {len(damages) - 5} more" if len(damages) > 5 else ""
+    return Refusal(
+        "damaged_row",
+        f"The {label}'s history holds a damaged row, so {what} — {named}{more}. Nothing was changed. "
+        "(Only a damaged or hand-edited database holds such a row; the operator never writes one.)",
+        damaged_rows=[d.as_dict() for d in damages],
+        versions=sorted({d.version for d in damages}),
+    )
+
+
 @dataclass
 class Plan:
     """What an undo or a restore would do, computed against the current state."""
@@ -223,6 +352,43 @@ class Lineage:
     version_model: type[VersionRecord]
     change_model: type[ChangeRecord]
     store: EntityStore
+    # What the model's own readers need of an image beyond being an object (the fields they read and
+    # their types), as a sentence saying what is wrong, or None; it may also refuse an entity name
+    # that is not one of the model's. The model's snapshots, rows and reverts rely on it.
+    check_image: ImageCheck = _no_image_check
+    # What is wrong with an entity name the model's live state cannot be read by (None: nothing).
+    check_entity: Callable[[str], str | None] = _no_entity_check
+
+    # --- damage -------------------------------------------------------------------------------
+    def image_damage(self, entity: str, image: Any) -> str | None:
+        """Why a stored image cannot be read as one (None: it can; null is "absent", which can)."""
+        if image is None:
+            return None
+        if not isinstance(image, dict):
+            return f"is not an object (it is {json_kind(image)})"
+        return self.check_image(entity, image)
+
+    def damage(self, row: ChangeRecord, sides: Sequence[str] = ("before", "after")) -> Damage | None:
+        """Why a stored change row cannot be read (its `sides` that are asked for), or None."""
+        problems = []
+        unknown = self.check_entity(row.entity)
+        if unknown:
+            problems.append(f"its entity {row.entity[:80]!r} {unknown}")
+        for side in sides:
+            why = self.image_damage(row.entity, getattr(row, side))
+            if why:
+                problems.append(f"its {side} image {why}")
+        if row.before is None and row.after is None:  # whichever side is asked for, it tells nothing
+            problems.append("neither its before nor its after image is there (a change of nothing)")
+        if not problems:
+            return None
+        return Damage(row.pk, row.version_id, row.entity, "; ".join(problems))  # type: ignore[attr-defined]
+
+    def refuse_damaged(self, rows: Iterable[ChangeRecord], what: str, sides: Sequence[str]) -> None:
+        """Refuse (`damaged_row`) if any of `rows` is damaged in `sides`: `what` could not be done."""
+        damages = [d for d in (self.damage(row, sides) for row in rows) if d is not None]
+        if damages:
+            raise damaged_history(self.label, damages, what)
 
     # --- reading ------------------------------------------------------------------------------
     def current_version(self) -> int:
@@ -248,8 +414,9 @@ class Lineage:
             self.change_model.objects.filter(entity=entity).select_related("version").order_by("version_id")
         )
 
-    def state_as_of(self, number: int, entities: Iterable[str] | None = None) -> dict[str, Image]:
-        """Every entity's image as it stood at version `number` (entities absent then are omitted)."""
+    def rows_as_of(self, number: int, entities: Iterable[str] | None = None) -> list[ChangeRecord]:
+        """The change row that set each entity's state at version `number` (its newest at or before
+        it), by entity; read as stored, damaged or not."""
         rows = self.change_model.objects.filter(version__lte=number)
         if entities is not None:
             rows = rows.filter(entity__in=list(entities))
@@ -258,11 +425,19 @@ class Lineage:
             .order_by("-version_id")
             .values("version_id")[:1]
         )
-        rows = rows.filter(version=Subquery(newest)).order_by("entity")
+        return list(rows.filter(version=Subquery(newest)).order_by("entity"))
+
+    def state_as_of(self, number: int, entities: Iterable[str] | None = None) -> dict[str, Image]:
+        """Every entity's image as it stood at version `number` (entities absent then are omitted).
+        Refuses (`damaged_row`) when a post-image it needs is damaged: that state cannot be rebuilt,
+        and a state with the entity left out (or read as something else) would be a wrong one."""
+        rows = self.rows_as_of(number, entities)
+        self.refuse_damaged(rows, f"its state as of version {number} cannot be rebuilt", sides=("after",))
         return {row.entity: row.after for row in rows if row.after is not None}
 
-    def later_versions(self, version: VersionRecord) -> list[int]:
-        entities = [c.entity for c in self.changes_of(version)]
+    def later_versions(self, version: VersionRecord, rows: Sequence[ChangeRecord] | None = None) -> list[int]:
+        """Versions after `version` that changed what it changed (`rows`: its change rows, if read)."""
+        entities = [c.entity for c in (self.changes_of(version) if rows is None else rows)]
         later = (
             self.change_model.objects.filter(entity__in=entities, version__gt=version.number)
             .values_list("version", flat=True)
@@ -298,8 +473,10 @@ class Lineage:
                 entities=touched,
             )
 
-    def conflicting_versions(self, version: VersionRecord) -> list[int]:
-        later = self.later_versions(version)
+    def conflicting_versions(
+        self, version: VersionRecord, rows: Sequence[ChangeRecord] | None = None
+    ) -> list[int]:
+        later = self.later_versions(version, rows)
         if not later:
             return []
         undos = dict(
@@ -499,7 +676,8 @@ class Lineage:
                 version=version.number,
                 reverted_by=undone_by[0],
             )
-        later = self.conflicting_versions(version)
+        rows = self.changes_of(version)  # read once: for the conflicts, the damage, the plan
+        later = self.conflicting_versions(version, rows)
         if later:
             raise Refusal(
                 "revert_conflict",
@@ -510,7 +688,15 @@ class Lineage:
                 versions=later,
             )
         changes = []
-        for change in self.changes_of(version):
+        # An undo puts back a row's pre-image and checks its post-image against the live state: a
+        # damaged row gives neither, so the undo is refused before anything is written.
+        cannot = (
+            f"version {version.number} cannot be undone on its own (going back to an earlier version as "
+            "a whole reads only the versions up to it)"
+        )
+        self.refuse_damaged(rows, cannot, ("before", "after"))
+        self._refuse_unchained(version, rows, cannot)
+        for change in rows:
             now = self.store.snapshot(change.entity)
             if now != change.after:  # defensive: the live state must be what this version left
                 raise Refusal(
@@ -528,6 +714,32 @@ class Lineage:
             undone_principals={version.number: version.principal_id},
         )
 
+    def _refuse_unchained(self, version: VersionRecord, rows: Sequence[ChangeRecord], cannot: str) -> None:
+        """Each pre-image an undo puts back stands for what the entity's previous change left: the
+        lineage records that state, so where the previous row left an object the pre-image is one,
+        and where it left nothing (a removal) the pre-image is null. A row where they disagree — a
+        null where an object is expected, say — was edited by hand, and so was one following a damaged
+        row: undoing it would write a state the model never had, so it is refused, naming the row.
+        (Their contents are not compared: a pre-image is read back from the live row, which keeps
+        less of an approval's evidence than the post-image recorded.) One statement."""
+        previous = {row.entity: row for row in self.rows_as_of(version.number - 1, [r.entity for r in rows])}
+        damages = []
+        for row in rows:
+            prior = previous.get(row.entity)
+            if prior is None:  # the entity's first change (or it was written before any lineage)
+                continue
+            left = f"#{prior.pk}, version {prior.version_id}"  # type: ignore[attr-defined]
+            if self.damage(prior, ("after",)):
+                why = f"the entity's row before it ({left}) is damaged, so what that version left is unknown"
+            elif (row.before is None) != (prior.after is None):
+                had = "nothing" if prior.after is None else "an object"
+                why = f"its before image is {json_kind(row.before)}, where the row before ({left}) left {had}"
+            else:
+                continue
+            damages.append(Damage(row.pk, version.number, row.entity, why))
+        if damages:
+            raise damaged_history(self.label, damages, cannot)
+
     def plan_restore(self, number: int) -> Plan:
         current = self.current_version()
         if not 0 <= number <= current:
@@ -537,9 +749,18 @@ class Lineage:
                 version=number,
                 current_version=current,
             )
-        touched = sorted(
-            set(self.change_model.objects.filter(version__gt=number).values_list("entity", flat=True))
-        )
+        later = self.change_model.objects.filter(version__gt=number).values_list("entity", "id", "version")
+        touched_by = {entity: (row, version) for entity, row, version in later}
+        touched = sorted(touched_by)
+        # The live state of each is read below: an entity name the model does not know (a hand-edited
+        # row) cannot be read there, so the restore is refused naming the row first.
+        unknown = [
+            Damage(row, version, entity, f"its entity {entity[:80]!r} {why}")
+            for entity, (row, version) in touched_by.items()
+            if (why := self.check_entity(entity))
+        ]
+        if unknown:
+            raise damaged_history(self.label, unknown, f"it cannot be brought back to version {number}")
         then = self.state_as_of(number, touched)
         changes = []
         for entity in touched:
@@ -592,18 +813,17 @@ def diff_images(
     before: Image | None, after: Image | None, fields: Sequence[str], *, absent: str = "(absent)"
 ) -> list[dict[str, Any]]:
     """Field-by-field differences of two images: [{"field", "before", "after"}]. An absent side is
-    shown as `absent` once, not field by field."""
+    shown as `absent` once, not field by field. So is a side that is not an object (a damaged stored
+    row: its readers ask `Lineage.damage` first, this is the net under them): shown as what it is,
+    never read as an image."""
     if before is None and after is None:
         return []
-    if before is None or after is None:
-        present = after if before is None else before
-        shown = {f: present.get(f) for f in fields if present.get(f) not in (None, "")}
-        text = ", ".join(f"{k}={v}" for k, v in shown.items())
+    if not isinstance(before, dict) or not isinstance(after, dict):
         return [
             {
                 "field": "*",
-                "before": absent if before is None else text,
-                "after": absent if after is None else text,
+                "before": _whole_side(before, fields, absent),
+                "after": _whole_side(after, fields, absent),
             }
         ]
     return [
@@ -611,6 +831,16 @@ def diff_images(
         for f in fields
         if before.get(f) != after.get(f)
     ]
+
+
+def _whole_side(image: Any, fields: Sequence[str], absent: str) -> str:
+    """One side of a change shown whole: its non-empty `fields`, `absent`, or what a damaged side is."""
+    if image is None:
+        return absent
+    if not isinstance(image, dict):
+        return f"(damaged: not an object, it is {json_kind(image)})"
+    shown = {f: image.get(f) for f in fields if image.get(f) not in (None, "")}
+    return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
 # --- notices ----------------------------------------------------------------------------------------
@@ -670,7 +900,12 @@ def notify_version(
 def evidence_sentence(version: VersionRecord) -> str:
     """The evidence a version relied on, as one sentence for a person (the notice page): the
     person's words it quoted, or the approval that accepted it, or why it needed none."""
-    evidence = version.evidence if isinstance(version.evidence, dict) else {}
+    if version.evidence is not None and not isinstance(version.evidence, dict):  # only a hand-edited row
+        return (
+            f"The evidence recorded with this version is damaged (not an object: it is "
+            f"{json_kind(version.evidence)}), so it cannot be shown."
+        )
+    evidence = version.evidence or {}
     approval = evidence.get("approval")
     if isinstance(approval, dict):
         proposer = f" from {approval.get('proposed_by')}" if approval.get("proposed_by") else ""

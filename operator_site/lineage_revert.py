@@ -14,6 +14,7 @@ from django.db import transaction
 from operator_site.lineage import (
     ChangeRecord,
     Committed,
+    Damage,
     Draft,
     EntityChange,
     Lineage,
@@ -186,12 +187,34 @@ class Reverter:
     # --- describing (admin pages, the one-tap link) ---------------------------------------------------
     def version_rows(self, version: VersionRecord) -> Rows:
         """What a version did, as readable before/after rows."""
-        changes = self.lineage.changes_of(version)
-        return self.rows([EntityChange(c.entity, c.before, c.after) for c in changes])
+        return self.stored_rows(self.lineage.changes_of(version))
 
     def change_rows(self, change: ChangeRecord) -> Rows:
         """What a version did to one entity, as readable before/after rows."""
-        return self.rows([EntityChange(change.entity, change.before, change.after)])
+        return self.stored_rows([change])
+
+    def stored_rows(self, stored: Sequence[ChangeRecord]) -> Rows:
+        """Stored change rows as readable before/after rows. A damaged row (a damaged or hand-edited
+        database: `Lineage.damage`) is never read as an image: it is one row saying so, first, naming
+        the row and what is wrong with it; the others read as usual."""
+        damaged: Rows = []
+        readable: list[EntityChange] = []
+        for row in stored:
+            damage = self.lineage.damage(row)
+            if damage is None:
+                readable.append(EntityChange(row.entity, row.before, row.after))
+            else:
+                damaged.append(self.damaged_row(damage))
+        return [*damaged, *(self.rows(readable) if readable else [])]
+
+    def damaged_row(self, damage: Damage) -> dict[str, Any]:
+        """The row a page shows for a damaged change row: the entity, and the damage as its before
+        (the after left empty: nothing of the row is shown as if it were read)."""
+        try:
+            stakes = "high" if self.is_high(damage.entity) else "low"
+        except (KeyError, ValueError):  # an entity name that is not the model's: say high, to be seen
+            stakes = "high"
+        return {"what": damage.entity, "before": damage.text, "after": "", "stakes": stakes, "damaged": True}
 
     def describe_undo(self, number: int) -> dict[str, Any]:
         """For a confirmation page: what undoing version `number` would change now, or why it cannot."""

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from operator_site.changes import ChangeList
+from operator_site.display import identifier_text
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
 
@@ -46,7 +47,10 @@ class ApprovalEvidence:
         return f"Approved by {self.by} ({self.via}): proposal #{self.intent}, decision #{self.decision}"
 
     def image_evidence(self, subject: str) -> dict[str, Any]:
-        return {"approval": self.decision, "intent": self.intent, "span": self.span}
+        # Exactly what a live row keeps of it (`versioned.evidence_columns`): an undo compares the
+        # row with the image the version wrote, and an image holding more (the intent's id, which
+        # the span names anyway) never matched, so no accepted proposal could be undone.
+        return {"approval": self.decision, "span": self.span}
 
     def notice_lines(self) -> list[str]:
         by = f" from {self.proposed_by}" if self.proposed_by else ""
@@ -88,6 +92,7 @@ class ProposalKind:
     current_version: Callable[[], int]
     apply: Callable[..., dict[str, Any]]
     rows: Callable[[int], list[dict[str, Any]]]
+    identifiers: tuple[str, ...] = ()  # fields of a change whose values are identifiers (a title)
 
 
 def kind_for(
@@ -97,6 +102,7 @@ def kind_for(
     reverter: Any,
     changes: ChangeList,
     apply: Callable[..., dict[str, Any]],
+    identifiers: tuple[str, ...] = (),
 ) -> ProposalKind:
     """A model's proposal kind from its own parts: its `lineage.Reverter` (label, version, the rows
     of a version), the gated tool's changes (`ChangeList`: the one schema the tool publishes) and the
@@ -127,6 +133,7 @@ def kind_for(
         current_version=lineage.current_version,
         apply=apply,
         rows=lambda number: reverter.version_rows(lineage.get(number)),
+        identifiers=identifiers,
     )
 
 
@@ -199,20 +206,26 @@ def parse(action_type: str, body: str) -> Proposal:
     return make(action_type, payload.get("changes"), payload.get("proposed_against"), payload.get("reason"))
 
 
-def change_line(change: dict[str, Any]) -> str:
-    """One proposed change in words, for notices and decision texts (the page shows the diff)."""
+def change_line(change: dict[str, Any], identifiers: tuple[str, ...] = ()) -> str:
+    """One proposed change in words, for notices and decision texts (the page shows the diff). Its
+    key, its target and the values of its `identifiers` fields read in the order they are stored
+    (`display.identifier_text`)."""
     what = change.get("kind") or change.get("entity") or "?"
-    if change.get("key"):
-        what += f"/{change['key']}"
+    if change.get("key"):  # a key or a title as an identifier: in stored order (display.identifier_text)
+        what += f"/{identifier_text(change['key'])}"
     if change.get("target") is not None:
-        what += f" {change['target']!r}"
+        what += f" “{identifier_text(change['target'])}”"
     text = f"{change.get('op', '?')} {what}"
     if change.get("value") is not None:
         text += f" = {change['value']!r}"
     if change.get("confidence") is not None:
         text += f" (confidence {change['confidence']})"
     if change.get("fields"):
-        text += " " + ", ".join(f"{k}={v!r}" for k, v in change["fields"].items())
+        fields = change["fields"].items()
+        text += " " + ", ".join(
+            f"{k}=“{identifier_text(v)}”" if k in identifiers and v is not None else f"{k}={v!r}"
+            for k, v in fields
+        )
     return text
 
 
@@ -223,7 +236,7 @@ def describe(action_type: str, body: str) -> list[str]:
     except Refusal as refusal:
         return [f"(an unreadable proposal: {refusal.reason})"]
     lines = [f"Proposed change to the {proposal.kind.label} (against version {proposal.proposed_against}):"]
-    lines += [f"- {change_line(c)}" for c in proposal.changes]
+    lines += [f"- {change_line(c, proposal.kind.identifiers)}" for c in proposal.changes]
     if proposal.reason:
         lines += ["", f"Why: {proposal.reason}"]
     return lines

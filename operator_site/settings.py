@@ -489,6 +489,9 @@ MIDDLEWARE = [
     # Every HTML page shows hidden characters of agent text visibly and says when it has any
     # (operator_site/display.py, operator_site/middleware.py).
     "operator_site.middleware.VisibleTextMiddleware",
+    # A date-time the operator's zone cannot write (year 1 west of UTC, 9999 east: only a damaged row
+    # holds one) is shown in UTC rather than failing the page (operator_site/calendar_edge.py).
+    "operator_site.calendar_edge.CalendarEdgeZoneMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -5,14 +5,14 @@ docs/lineage.md explains the design."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from operator_site import proposals
 from operator_site.changes import ChangeList
-from operator_site.display import visible_text
+from operator_site.display import Named, visible_text
 from operator_site.lineage import (
     UNDO_IT,
     Committed,
@@ -130,19 +130,40 @@ def notice_lines(changes: Sequence[tuple[str, str, str, bool]]) -> list[str]:
 
 
 def diff_rows(
-    what: str, before: Image | None, after: Image | None, fields: Sequence[str], stakes: str
+    what: Named,
+    before: Image | None,
+    after: Image | None,
+    fields: Sequence[str],
+    stakes: str,
+    *,
+    identifiers: Collection[str] = (),
 ) -> Rows:
     """Readable before/after rows of one entity: one per changed field ({"what", "before", "after",
-    "stakes"}), or one for the whole entity when it appears or disappears."""
-    return [
-        {
-            "what": what if diff["field"] == "*" else f"{what} · {diff['field']}",
-            "before": "" if diff["before"] is None else str(diff["before"]),
-            "after": "" if diff["after"] is None else str(diff["after"]),
-            "stakes": stakes,
-        }
-        for diff in diff_images(before, after, fields)
-    ]
+    "stakes"}), or one for the whole entity when it appears or disappears. `what` names the entity
+    (its key or title shown as an identifier), followed by the field's name; the values of the
+    `identifiers` fields (a title, a name) are shown as identifiers too (`Named`)."""
+    rows = []
+    for diff in diff_images(before, after, fields):
+        whole = diff["field"] == "*"
+        sides = []
+        for image, value in ((before, diff["before"]), (after, diff["after"])):
+            if whole and image is not None and identifiers:
+                value = _entity_text(image, fields, identifiers)
+            elif not whole and diff["field"] in identifiers and value is not None:
+                value = Named("", value)
+            sides.append("" if value is None else value if isinstance(value, Named) else str(value))
+        named = what if whole else what.then(f" · {diff['field']}")
+        rows.append({"what": named, "before": sides[0], "after": sides[1], "stakes": stakes})
+    return rows
+
+
+def _entity_text(image: Image, fields: Sequence[str], identifiers: Collection[str]) -> Named:
+    """An entity's fields as `lineage.diff_images` shows a whole one ("title=…, detail=…"), its
+    identifiers shown as identifiers."""
+    present = [(f, image.get(f)) for f in fields if image.get(f) not in (None, "")]
+    return Named.join(
+        ", ", [Named(f"{f}=", v) if f in identifiers else Named(f"{f}=").then(v) for f, v in present]
+    )
 
 
 def side(image: Image | None, fields: Sequence[str]) -> dict[str, Any] | None:
@@ -302,10 +323,11 @@ class VersionedModel:
         tool: str,
         changes: ChangeList,
         apply: Callable[..., dict[str, Any]],
+        identifiers: Sequence[str] = (),
     ) -> None:
         """From the domain's AppConfig.ready: a notice's one-tap link undoes the version it reports,
-        and an agent may propose a change (`action_type`, the `changes` `tool` takes) for the person
-        to accept."""
+        and an agent may propose a change (`action_type`, the `changes` `tool` takes; the values of
+        its `identifiers` fields are shown as identifiers) for the person to accept."""
         register_revert_handler(self.scope, LineageRevertHandler(self.reverter))
         proposals.register(
             proposals.kind_for(
@@ -314,5 +336,6 @@ class VersionedModel:
                 reverter=self.reverter,
                 changes=changes,
                 apply=apply,
+                identifiers=tuple(identifiers),
             )
         )

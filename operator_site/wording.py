@@ -98,29 +98,70 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(normalise(text)))
 
 
+# --- scripts -----------------------------------------------------------------------------------------
+# The ONE place that decides whether a word mixes scripts: the evidence rules refuse such a word in the
+# person's words (`confirmation_unreadable`: "never" written with a Cyrillic "e" hides a negation), and
+# the door refuses it in a new identifier (`operator_site.display.identifier_problem`: a belief key
+# "tone" written with a Cyrillic "o" is a second belief that reads as the first). Python's unicodedata
+# has no script property; a character's name starts with its script ("CYRILLIC SMALL LETTER O"), and
+# these names say the same script another way.
+_SCRIPT_OF_NAME = {
+    "CJK": "HAN",  # CJK UNIFIED IDEOGRAPH-6F22
+    "IDEOGRAPHIC": "HAN",  # the iteration mark 々 and closing mark 〆
+    "KATAKANA-HIRAGANA": "KATAKANA",  # the prolonged sound mark ー, written with either kana
+    "HENTAIGANA": "HIRAGANA",
+    "MASU": "HIRAGANA",
+    "ARABIC-INDIC": "ARABIC",  # ARABIC-INDIC DIGIT ONE
+    "EXTENDED": "ARABIC",  # EXTENDED ARABIC-INDIC DIGIT ONE (Persian, Urdu)
+}
+# Scripts that one word may combine, as the languages that write them do (Unicode TR39's "highly
+# restrictive" sets, less Latin): Japanese writes Han, Hiragana and Katakana in one word (漢字かな,
+# 食べ物, コーヒー), Chinese annotates Han with Bopomofo, Korean mixes Han and Hangul. Not with Latin,
+# which TR39 allows: ideographs such as U+4E28 (a vertical stroke), U+4E00 (a dash) and U+5DE5 read as
+# "l", "-" and "I" inside a Latin word. (A Latin letter before a kana word is a word of its own when a
+# hyphen or a space separates them.)
+_WRITTEN_TOGETHER = (
+    frozenset({"HAN", "HIRAGANA", "KATAKANA"}),
+    frozenset({"HAN", "BOPOMOFO"}),
+    frozenset({"HAN", "HANGUL"}),
+)
+
+
 def script(char: str) -> str | None:
-    """The script of a letter, by its Unicode name ("LATIN", "CYRILLIC", "GREEK", ...); None for
-    anything else."""
-    if not char.isalpha():
-        return None
+    """The script of a letter, or of a digit or number other than 0-9, by its Unicode name ("LATIN",
+    "CYRILLIC", "GREEK", "HAN", "DEVANAGARI", ...); None for anything else — the digits 0-9,
+    punctuation, symbols, marks and spaces belong to no script. (A Bengali zero, U+09E6, or the
+    ideographic zero, U+3007, does: "not" written with either for the "o" is a look-alike.)"""
     if char.isascii():
-        return "LATIN"
+        return "LATIN" if char.isalpha() else None
+    if not (char.isalpha() or char.isnumeric()):
+        return None
     name = unicodedata.name(char, "")
-    return name.split(" ", 1)[0] if name else "UNKNOWN"
+    if not name:
+        return "UNKNOWN"
+    first = name.split(" ", 1)[0]
+    return _SCRIPT_OF_NAME.get(first, first)
+
+
+def written_together(scripts: set[str] | frozenset[str]) -> bool:
+    """Do these scripts make one word as a language writes it: one script alone, or a combination
+    the languages that use them write in one word (Japanese kanji with kana, ...)?"""
+    return len(scripts) <= 1 or any(scripts <= together for together in _WRITTEN_TOGETHER)
+
+
+def mixes_scripts(word: str) -> bool:
+    """Does this word hold letters (or digits) of scripts no language writes in one word — Latin with
+    Cyrillic, Latin with Greek, Cyrillic with Greek, Latin with a Bengali digit?"""
+    if word.isascii():
+        return False
+    return not written_together({s for s in map(script, word) if s is not None})
 
 
 def mixed_script(found: tuple[str, ...] | list[str]) -> list[str]:
     """The words that mix letters of two scripts ("never" written with a Cyrillic "e"): a look-alike
     letter can hide a negation, so the rules refuse words like these rather than guess what they
     say."""
-    out = []
-    for word in found:
-        if word.isascii():
-            continue
-        scripts = {s for s in map(script, word) if s is not None}
-        if len(scripts) > 1:
-            out.append(word)
-    return out
+    return [word for word in found if mixes_scripts(word)]
 
 
 _VOWELS = frozenset("aeiouy")
@@ -184,12 +225,43 @@ class Sentence:
     @property
     def question(self) -> bool:
         """It asks: it ends with a question mark, or holds one anywhere (any script's question mark,
-        "﹖", "⁇", "؟", "‽" included)."""
-        return self.terminator == "?" or any(is_question_mark(c) for c in self.text)
+        "﹖", "⁇", "؟", "‽" included), or it is worded as a question without one (`asks_in_words`)."""
+        return (
+            self.terminator == "?" or any(is_question_mark(c) for c in self.text) or asks_in_words(self.words)
+        )
 
     @cached_property
     def stems(self) -> tuple[str, ...]:
         return tuple(stem(w) for w in self.words)
+
+
+# A question written without its question mark: an auxiliary verb before its subject ("Do I still
+# live in Lisbon", "Is my employer Acme"), or a question word before one ("What is my home city",
+# "Where do I live"). An order or a statement starts otherwise ("Do not share it", "Do remember it",
+# "My employer is Acme"). Read at the start of the sentence, after a list marker or an interjection.
+# fmt: off
+_AUXILIARIES = frozenset((
+    "do", "does", "did", "is", "are", "am", "was", "were", "can", "could", "would", "will", "should",
+    "shall", "have", "has", "had", "may", "might", "must",
+))
+_SUBJECTS = frozenset((
+    "i", "you", "we", "he", "she", "it", "they", "my", "your", "our", "their", "his", "her", "its",
+    "this", "that", "these", "those", "the", "a", "an",
+))
+_QUESTION_WORDS = frozenset(("what", "where", "which", "who", "whom", "whose", "why", "how"))
+_OPENERS = frozenset(("so", "and", "but", "ok", "okay", "well", "hey", "oh", "um", "uh", "hmm", "also"))
+# fmt: on
+
+
+def asks_in_words(words: tuple[str, ...]) -> bool:
+    """Is a sentence (its words, lower-cased) worded as a question, whatever ends it?"""
+    at = 0
+    while at < len(words) and words[at] in _OPENERS:
+        at += 1
+    first, second = (*words[at : at + 2], "", "")[:2]
+    if first in _AUXILIARIES and second in _SUBJECTS:
+        return True
+    return first in _QUESTION_WORDS and second in _AUXILIARIES
 
 
 @functools.lru_cache(maxsize=4096)

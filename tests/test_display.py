@@ -135,6 +135,32 @@ def test_identifiers_are_stricter_and_the_refusal_names_the_character() -> None:
     assert display.identifier_problem("Run a marathon — 2027 (Lisbon) עברית") is None
 
 
+def test_a_new_identifier_is_plain_and_one_script_a_target_only_visible() -> None:
+    """A new name refuses a character NFKC changes (named with its plain form) and a word mixing
+    scripts (naming the letter of the word's other script); a target refuses hidden characters only."""
+    for text, named, where, why in (
+        ("\uff50refs", "U+FF50", "position 1", "(NFKC: 'p')"),
+        ("pre\ufb01x", "U+FB01", "position 4", "(NFKC: 'fi')"),
+        ("cafe\u0301", "U+0301", "position 5", "(NFKC: '\u00e9')"),
+        ("home.t\u043ene", "U+043E", "position 7", "Latin and Cyrillic"),
+        ("\u043e\u043d\u043eo", "U+006F", "position 4", "Cyrillic and Latin"),  # the minority named
+        ("g\u3007\u3007gle", "U+3007", "position 2", "Latin and Han"),
+        ("t\u0301\u043ene", "U+043E", "position 3", "Latin and Cyrillic"),  # a mark does not end a word
+    ):
+        problem = display.identifier_problem(text)
+        assert problem and named in problem and where in problem and why in problem, (text, problem)
+        assert display.identifier_problem(text, target=True) is None
+    for text in (
+        "caf\u00e9",
+        "\u043c\u043e\u0441\u043a\u0432\u0430",
+        "\u98df\u3079\u7269",
+        "a.\u03b1",
+        "T-\u30b7",
+    ):
+        assert display.identifier_problem(text) is None, text
+    assert "U+202E" in (display.identifier_problem("a\u202eb", target=True) or "")
+
+
 def test_plain_text_marks_each_hidden_character_and_keeps_layout() -> None:
     assert (
         display.visible_text("DE89\u202e1234\u202c\nx\r\ny\rz") == "DE89[U+202E]1234[U+202C]\nx\ny[U+000D]z"

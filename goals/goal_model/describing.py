@@ -17,6 +17,7 @@ from goals.goal_model.kinds import (
     split_entity,
 )
 from operator_site import versioned
+from operator_site.display import Named
 from operator_site.lineage import EntityChange, Image
 
 
@@ -26,11 +27,22 @@ def _labels(ids: Sequence[int], kind: ItemKind) -> dict[int, str]:
 
 
 def _order_text(image: Image | None, labels: Mapping[int, str]) -> str:
+    """A ranking as the person reads it: "1. <title> · 2. <title> …", each title an identifier."""
     if not image or not image.get("order"):
         return "(none)"
     order = image["order"]
-    text = " · ".join(f"{rank}. {labels.get(i, f'#{i}')}" for rank, i in enumerate(order[:20], start=1))
-    return text + (f" · … ({len(order) - 20} more)" if len(order) > 20 else "")
+    text = Named.join(" · ", [_label(f"{rank}. ", i, labels) for rank, i in enumerate(order[:20], start=1)])
+    return text.then(f" · … ({len(order) - 20} more)" if len(order) > 20 else "")
+
+
+def _link(goal_id: int, labels: Mapping[int, str]) -> Named:
+    """A project's goal: "#3 <title>", or "#3" if it has none."""
+    return Named(f"#{goal_id} ", labels[goal_id]) if labels.get(goal_id) else Named(f"#{goal_id}")
+
+
+def _label(words: str, item_id: int, labels: Mapping[int, str]) -> Named:
+    """An item by its title (an identifier) after `words`, or by its id if it has none."""
+    return Named(words, labels[item_id]) if labels.get(item_id) else Named(f"{words}#{item_id}")
 
 
 def readable_rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
@@ -68,7 +80,7 @@ def readable_rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
             continue
         kind, item_id = split_entity(change.entity)
         present = change.after or change.before or {}
-        name = f"{kind.name} #{item_id} “{present.get(kind.label, '')}”"
+        name = Named(f"{kind.name} #{item_id} “", present.get(kind.label, ""), "”")
 
         def shown(image: Image | None, kind: ItemKind = kind) -> Image | None:
             if image is None or kind is not PROJECT:
@@ -76,11 +88,13 @@ def readable_rows(changes: Sequence[EntityChange]) -> list[dict[str, Any]]:
             goal_id = image.get("goal")
             return {
                 **image,
-                "goal": f"#{goal_id} {goal_labels.get(goal_id, '')}".strip() if goal_id else None,
+                "goal": _link(goal_id, goal_labels) if goal_id else None,
             }
 
         stakes = "high" if kind.high_stakes else "low"
-        rows += versioned.diff_rows(name, shown(change.before), shown(change.after), kind.content, stakes)
+        rows += versioned.diff_rows(
+            name, shown(change.before), shown(change.after), kind.content, stakes, identifiers=(kind.label,)
+        )
     return rows
 
 

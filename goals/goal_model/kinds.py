@@ -4,6 +4,7 @@ published schema: goals/goal_model/schemas.py)."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from goals.models import Goal, GoalModelItem, Priority, Project
@@ -68,8 +69,12 @@ def split_entity(entity: str) -> tuple[ItemKind, int]:
 
 
 def normalise_label(text: str) -> str:
-    """Titles and names compare case-insensitively with whitespace collapsed."""
-    return " ".join((text or "").split()).casefold()
+    """Titles and names compare case-insensitively with whitespace collapsed, and in their plain form
+    (NFKC): a title written in full-width letters (stored before the door refused them) is the same
+    name as the plain one, so naming either where both exist is ambiguous (refused, with both as
+    candidates: name one by id) rather than silently the plain one. Only compared, never stored."""
+    plain = unicodedata.normalize("NFKC", text or "")
+    return " ".join(unicodedata.normalize("NFKC", plain.casefold()).split())
 
 
 def is_high_stakes(entity: str) -> bool:

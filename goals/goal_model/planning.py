@@ -20,7 +20,7 @@ from goals.goal_model.kinds import (
 from goals.goal_model.state import Resolution, State, resolve
 from goals.goal_model.validation import Op
 from operator_site import versioned
-from operator_site.display import visible_text
+from operator_site.display import Named, shown_start, visible_text
 from operator_site.evidence import Claim
 from operator_site.lineage import Image
 from operator_site.models import Principal
@@ -432,9 +432,10 @@ def summary_of(planned: Planned, principal: Principal) -> str:
         if not effect.changed:
             continue
         kind = effect.op.kind
-        label = visible_text(effect.after[kind.label], single_line=True, limit=50)  # the verb stays in view
-        text = f"{kind.name} “{label}” {_VERBS[effect.op.op]}"
+        title = effect.after[kind.label]  # cut to 50 characters as shown: the verb stays in view
+        label = title if len(visible_text(title)) <= 50 else shown_start(title, 49).rstrip() + "…"
+        text = f"” {_VERBS[effect.op.op]}"
         if effect.op.op in ("rerank", "move") or (effect.op.op == "add" and effect.order_after):
             text += f" (#{effect.order_after.index(effect.item_id) + 1})" if effect.order_after else ""
-        parts.append((text, kind.high_stakes))
+        parts.append((Named(f"{kind.name} “", label, text), kind.high_stakes))
     return versioned.summary_text(parts, principal, shown=5)

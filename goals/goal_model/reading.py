@@ -13,7 +13,7 @@ from goals.goal_model.kinds import GOAL, KINDS, ORDERED, PRIORITY, PROJECT, REMO
 from goals.goal_model.state import GOAL_MODEL, State, current_version, image_of, resolve
 from goals.goal_model.versioning import VERSIONED
 from goals.models import Goal, GoalModelItem, Priority, Project
-from operator_site.lineage import Image
+from operator_site.lineage import Damage, Image, damaged_history
 from operator_site.refusals import Refusal
 
 
@@ -117,7 +117,7 @@ def goal_model_snapshot(*, as_of_version: int | None = None, include_removed: bo
         state = State.load()
     else:
         VERSIONED.check_as_of(as_of_version, current)
-        images = GOAL_MODEL.state_as_of(as_of_version)
+        images = GOAL_MODEL.state_as_of(as_of_version)  # refuses if an image it needs is damaged
         state = State({name: {} for name in KINDS}, {GOAL.name: [], PRIORITY.name: []})
         for entity, image in images.items():
             if entity in ORDERED:
@@ -125,6 +125,7 @@ def goal_model_snapshot(*, as_of_version: int | None = None, include_removed: bo
             else:
                 kind, item_id = split_entity(entity)
                 state.items[kind.name][item_id] = image
+        _refuse_dangling_order(state, as_of_version)
     goal_order = state.orders[GOAL.name]
     goals = [
         goal_dict({**state.items[GOAL.name][i], "importance": rank})
@@ -164,6 +165,24 @@ def goal_model_snapshot(*, as_of_version: int | None = None, include_removed: bo
         "projects": projects,
         "pending_notices": pending_notices(),
     }
+
+
+def _refuse_dangling_order(state: State, as_of_version: int) -> None:
+    """Every id an order held at a version names an item present then: the lineage writes an order
+    and its items in the same version. An order naming another id was edited by hand below the door;
+    the ranking as of that version cannot be shown, so the read is refused (`damaged_row`) naming
+    the order's row, rather than failing or showing a ranking with a hole."""
+    for entity, kind in ORDERED.items():
+        missing = [i for i in state.orders[kind.name] if i not in state.items[kind.name]]
+        if not missing:
+            continue
+        rows = GOAL_MODEL.rows_as_of(as_of_version, [entity])
+        why = f"its after image's order names {kind.name}(s) {', '.join(f'#{i}' for i in missing[:5])}"
+        why += f", absent at version {as_of_version}"
+        damages = [Damage(row.pk, row.version_id, row.entity, why) for row in rows]
+        raise damaged_history(
+            GOAL_MODEL.label, damages, f"its state as of version {as_of_version} cannot be rebuilt"
+        )
 
 
 # --- links from the board ------------------------------------------------------------------------------

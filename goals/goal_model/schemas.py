@@ -23,7 +23,7 @@ from typing_extensions import TypeAliasType
 
 from goals.goal_model.kinds import MAX_CHANGES, MAX_DETAIL_CHARS, MAX_TITLE_CHARS
 from operator_site.changes import ChangeList, ChangeModel, Untagged, identifier_text
-from operator_site.display import check_identifier
+from operator_site.display import check_target
 
 
 def _target(value: Any) -> int | str:
@@ -32,7 +32,7 @@ def _target(value: Any) -> int | str:
         raise ValueError("an id (a whole number) or a title")
     if value == "":
         raise ValueError("say which item: its id or its exact title")
-    return check_identifier(value)
+    return check_target(value)
 
 
 def _link(value: Any) -> int | str | None:
@@ -40,8 +40,11 @@ def _link(value: Any) -> int | str | None:
 
 
 # Titles and names are what later changes target (and a project's goal link targets one now): they
-# refuse hidden characters at the door, like every identifier (operator_site.display). Named types
-# are one shared `$defs` entry in the published schema.
+# refuse hidden characters at the door, like every identifier (operator_site.display). A title or
+# name given on add or update is a new name: it also refuses a character not in its plain form (NFKC)
+# and a word mixing scripts, which would make a second item reading as another. A target or link only
+# finds what exists: hidden characters alone, so an item titled before that rule can still be named
+# (and by id always). Named types are one shared `$defs` entry in the published schema.
 Title = identifier_text(
     "Title", max_length=MAX_TITLE_CHARS, description="A goal's or project's title; a priority's name."
 )

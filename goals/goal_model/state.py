@@ -16,6 +16,7 @@ from goals.goal_model.kinds import (
     GOAL,
     KINDS,
     MAX_CANDIDATES,
+    MAX_TITLE_CHARS,
     ORDERED,
     PRIORITY,
     PROJECT,
@@ -25,7 +26,19 @@ from goals.goal_model.kinds import (
     split_entity,
 )
 from goals.models import GoalModelChange, GoalModelItem, GoalModelVersion, Project
-from operator_site.lineage import Image, Lineage
+from operator_site.lineage import (
+    FieldTest,
+    Image,
+    Lineage,
+    field_problem,
+    is_text,
+    is_text_up_to,
+    is_whole,
+    one_of,
+    optional,
+    provenance_problem,
+)
+from operator_site.models import Principal
 from operator_site.refusals import Refusal
 from operator_site.versioned import provenance_columns, provenance_of
 
@@ -110,7 +123,46 @@ class GoalModelStore:
             kind.model.everything.create(pk=item_id, **values)
 
 
-GOAL_MODEL = Lineage("goal model", GoalModelVersion, GoalModelChange, GoalModelStore())
+def _entity_problem(entity: str) -> str | None:
+    """An entity name the goal model's store cannot read (only a hand-edited change row holds one)."""
+    if entity in ORDERED:
+        return None
+    try:
+        split_entity(entity)
+    except (KeyError, ValueError):
+        return "is not one of the goal model's (a goal, priority or project and its id, or a ranking)"
+    return None
+
+
+def _image_problem(entity: str, image: Image) -> str | None:
+    """What a goal-model image stored in a change row lacks for its readers (the snapshot as of a
+    version, the admin's rows) and for a revert that writes it back (`GoalModelStore.apply`): a
+    hand-edited row holding anything else is shown as damaged and refused by those reads
+    (`Lineage.damage`, which checks the entity's name first: `_entity_problem`)."""
+    if entity in ORDERED:
+        return field_problem(image, {"order": lambda v: isinstance(v, list) and all(map(is_whole, v))})
+    if _entity_problem(entity):
+        return None  # said of the row already
+    kind, _ = split_entity(entity)
+    tests: dict[str, FieldTest] = {
+        "id": is_whole,
+        kind.label: is_text_up_to(MAX_TITLE_CHARS),
+        "detail": is_text,
+        "status": one_of(kind.statuses),
+    }
+    if kind is PROJECT:
+        tests["goal"] = optional(is_whole)
+    return field_problem(image, tests) or provenance_problem(image, Principal.Kind.values)
+
+
+GOAL_MODEL = Lineage(
+    "goal model",
+    GoalModelVersion,
+    GoalModelChange,
+    GoalModelStore(),
+    check_image=_image_problem,
+    check_entity=_entity_problem,
+)
 
 
 def current_version() -> int:

@@ -109,7 +109,15 @@ def test_version_pages_show_readable_diffs(logged_in, history) -> None:
     assert version.status_code == 200
     assert undo_url(2).encode() in version.content and restore_url(2).encode() in version.content
     assert b"goal ranking" in version.content
-    assert _cell("ins", b"1. Run a marathon \xc2\xb7 2. Write &lt;b&gt;a novel&lt;/b&gt;") in version.content
+    assert (
+        _cell(
+            "ins",
+            # each title isolated as an identifier (operator_site.display.Named)
+            '1. <bdi class="op-agent">Run a marathon</bdi> · '
+            '2. <bdi class="op-agent">Write &lt;b&gt;a novel&lt;/b&gt;</bdi>'.encode(),
+        )
+        in version.content
+    )
     paused = logged_in.get(reverse("admin:goals_goalmodelversion_change", args=[3]))
     assert _cell("del", b"active") in paused.content
     assert b"instruction <a" in paused.content  # the evidence it relied on

@@ -512,3 +512,141 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
         problems=dict(list(problems.items())[:10]),
     )
     assert problems == {}
+
+
+def test_keys_and_titles_that_mix_directions_are_shown_in_the_order_they_are_stored(
+    principals, scorecard, settings, client
+) -> None:
+    """A belief's key and a goal's title are identifiers the operator's own words name ("identity/"
+    + a key, "goal #3 “" + a title + "”"): when one mixes directions it must read as stored wherever
+    a change to it is shown — the proposal's approval page (its diff and its Edit form's labels), the
+    email asking for it, the safety notice sent when it is accepted (its title and lines), the
+    notice's admin page, its one-tap undo page and the version's admin page. Laid out by the Unicode
+    bidirectional algorithm (python-bidi); a key in one right-to-left script alone is shown as it is."""
+    from bidi import get_display
+
+    from beliefs.models import Belief, WorldModelVersion
+    from goals.models import Goal, GoalModelVersion
+    from intents.approval import approve_intent
+    from intents.models import Directive
+    from operator_site.revert_links import revert_url
+
+    settings.OPERATOR_NOTIFY_EMAIL = "person@example.com"
+    agent = principals["full_agent"].principal
+    person_user = principals["owner"].principal.user
+    client.login(username="owner", password="pw-owner-123")
+    problems: dict[str, list[str]] = {}
+    cases = 0
+
+    def check(
+        surface: str, text: str, expected: str, stored: str, mixed: bool, html: str | None = None
+    ) -> None:
+        nonlocal cases
+        cases += 1
+        wrong = []
+        if expected not in text:
+            wrong.append(f"{expected!r} not shown")
+        if mixed and stored in text:
+            wrong.append("shown as stored, where it reorders")
+        if get_display(expected) != expected and mixed:
+            wrong.append(f"shown as {get_display(expected)!r}")
+        if html is not None and mixed and 'id="op-hidden-banner"' not in html:
+            wrong.append("the page is not flagged")
+        if wrong:
+            problems[f"{surface} {stored!r}"] = wrong
+
+    for i, raw in enumerate([*MIXED_DIRECTIONS[:4], "\u05d3\u05e0\u05d9 \u05db\u05d4\u05df"]):
+        mixed = raw in MIXED_DIRECTIONS
+        name = raw.casefold()  # a belief's key is stored case-folded
+        for kind, change, label in (
+            (
+                "world_model_change",
+                {"op": "add", "kind": "identity", "key": name, "value": f"v{i}"},
+                "identity/",
+            ),
+            ("goal_model_change", {"entity": "goal", "op": "add", "fields": {"title": name}}, "goal #"),
+        ):
+            version_model = WorldModelVersion if kind == "world_model_change" else GoalModelVersion
+            proposal = {
+                "type": kind,
+                "title": f"Proposal {i}",
+                "changes": [change],
+                "proposed_against": version_model.objects.count(),
+                "reason": "Seen in a message.",
+            }
+            answer = run_tool(agent, "operator_record_action_intent", {"action": proposal})
+            assert answer.get("status") == "pending_approval", answer
+            intent = Intent.objects.get(pk=answer["id"])
+            shown = identifier_text(name)
+            assert (shown != name) is mixed
+            decide = client.get(f"/admin/intents/intent/{intent.pk}/decide/").content.decode()
+            text = shown_text(decide)
+            # the diff's row ("identity/<key>", "goal #n “<title>”") and the Edit form's label
+            expected = f"{label}{shown}" if kind == "world_model_change" else f"“{shown}”"
+            check(f"{kind} approval page diff", text, expected, name, mixed, decide)
+            if kind == "world_model_change":
+                check(
+                    f"{kind} approval page edit label",
+                    text,
+                    f"add identity {shown} · value",
+                    name,
+                    mixed,
+                    decide,
+                )
+            [asked] = [
+                m for m in mail.outbox if f"asks to {kind}" in m.subject or f"Proposal {i}" in m.subject
+            ][-1:]
+            check(f"{kind} email asking", asked.body, shown, name, mixed)
+            approve_intent(intent, by=person_user, seen=intent.payload_digest, via="admin")
+            version = version_model.objects.order_by("-number").first()
+            notice = Notification.objects.filter(subject_id=version.number).order_by("-id").first()
+            assert notice is not None, f"no notice for {kind} v{version.number}"
+            check(f"{kind} notice title", notice.title, shown, name, mixed)
+            check(f"{kind} notice lines", notice.body, expected, name, mixed)
+            email = email_of(notice)
+            check(f"{kind} notice email", email, expected, name, mixed)
+            admin_name = (
+                "beliefs/worldmodelversion" if kind == "world_model_change" else "goals/goalmodelversion"
+            )
+            for surface, url in (
+                ("notice admin page", f"/admin/operator_site/notification/{notice.pk}/change/"),
+                ("undo page", revert_url(notice).removeprefix(settings.OPERATOR_PUBLIC_URL)),
+                ("version admin page", f"/admin/{admin_name}/{version.number}/change/"),
+                ("undo confirmation page", f"/admin/{admin_name}/{version.number}/undo/"),
+            ):
+                response = client.get(url)
+                html = response.content.decode()
+                if response.status_code != 200:
+                    problems[f"{kind} {surface} {name!r}"] = [f"HTTP {response.status_code}"]
+                    continue
+                check(f"{kind} {surface}", shown_text(html), expected, name, mixed, html)
+            # The entry's own admin pages: its list and its page.
+            if kind == "world_model_change":
+                entry = Belief.objects.get(kind="identity", key=name)
+                entry_urls = ["/admin/beliefs/belief/", f"/admin/beliefs/belief/{entry.pk}/change/"]
+            else:
+                entry = Goal.objects.get(title=name)
+                entry_urls = ["/admin/goals/goal/", f"/admin/goals/goal/{entry.pk}/change/"]
+            for url in entry_urls:
+                html = client.get(url).content.decode()
+                check(f"{kind} {url}", shown_text(html), shown, name, mixed, html)
+        # A directive's topic: through its tool, then its admin list and page. (A task's key is
+        # lower-case ASCII letters, digits, "_" and "-" only: it cannot mix directions.)
+        with transaction.atomic():
+            directive = run_tool(
+                agent, "operator_set_directive", {"kind": "topic_mute", "topic": name, "reason": "r"}
+            )
+        assert directive.get("ok", True) and not directive.get("error"), directive
+        directive_pk = Directive.objects.latest("id").pk
+        for url in ("/admin/intents/directive/", f"/admin/intents/directive/{directive_pk}/change/"):
+            html = client.get(url).content.decode()
+            check(f"{url}", shown_text(html), shown, name, mixed, html)
+
+    scorecard(
+        14,
+        "directions: belief keys, goal titles and directive topics that mix directions x approval page, emails, notice, notice and undo pages, version page, their admin lists and pages: read as stored",
+        cases=cases,
+        bypasses=len(problems),
+        problems=dict(list(problems.items())[:10]),
+    )
+    assert problems == {}

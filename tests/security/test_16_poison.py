@@ -16,6 +16,13 @@
   field, an audit row for every call, never `internal_error`, never database text.
 - **Unexpected failures.** A tool that raises (whatever it raises, with SQL in its message) answers
   `internal_error` with an id that is also in the log, no exception text; its audit row is written.
+- **Rows written below the door** (a damaged or hand-edited database). A world- or goal-model change
+  row whose image is not an object (an array, a string, a number, a boolean, a change of nothing, an
+  object its readers cannot read), names no entity of the model, or holds null where the previous
+  version left an object; a version's evidence that is not an object: the reads as of a version
+  answer `damaged_row` naming the row, every page that shows it says "damaged row #N", every revert
+  that needs it refuses with nothing written. Every server-set timestamp at an end of the calendar
+  the operator's zone cannot write (9999 east of UTC, year 1 west of it): every admin page answers.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import dataclasses
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,6 +41,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DataError, IntegrityError, OperationalError, transaction
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from intents import directives, executor, handlers, lifecycle
@@ -41,6 +50,8 @@ from operator_site import notifications
 from operator_site.cross_domain import ticks
 from operator_site.face import registry
 from operator_site.models import AuditEvent, Notification, Principal
+from operator_site.refusals import Refusal
+from operator_site.revert_links import revert_token
 from runs import observe as observe_module
 from runs.lock import start_run
 from runs.models import Observation, Run
@@ -856,3 +867,477 @@ async def test_every_call_that_reaches_dispatch_is_audited_whatever_it_carries(
         misses=found,
     )
     assert found == []
+
+
+# =====================================================================================================
+# Change rows written below the door: a stored image that is not an object
+# =====================================================================================================
+_sentences = iter(range(10_000))
+
+
+def _poison_row(table: str, column: str, row_id: int, json_text: str, key: str = "id") -> None:
+    """Write one JSON value into one row (its `key` is `row_id`), below the door (as a damaged or
+    hand-edited database holds it): SQL null for "null", else the JSON text as stored."""
+    from django.db import connection
+
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    value = None if json_text == "null" else json_text
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {column} = %s{cast} WHERE {key} = %s", [value, row_id])
+        assert cursor.rowcount == 1
+
+
+def _quoted(owner: Any, agent: Any, tool: str, sentence: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A high-stakes write by an agent on the person's own fresh words (so it has a safety notice)."""
+    from beliefs import services as beliefs
+
+    beliefs.record_instruction(principal=owner, text=sentence)
+    answer = run_tool(
+        agent, tool, {**arguments, "confirmedInConversation": True, "confirmationQuote": sentence}
+    )
+    assert answer["ok"], answer
+    return answer
+
+
+def _two_world_versions(owner: Any, agent: Any) -> Any:
+    """v1 adds identity/name, v2 updates it: the lineage, its change rows, the belief."""
+    from beliefs.models import Belief
+    from beliefs.services import WORLD_MODEL
+
+    for n, op in enumerate(("add", "update")):
+        value = f"Ann Example{next(_sentences)}"
+        change = {"op": op, "kind": "identity", "key": "name", "value": value}
+        _quoted(owner, agent, "operator_update_world_model", f"My name is {value}.", {"changes": [change]})
+        assert WORLD_MODEL.current_version() == n + 1
+    return WORLD_MODEL, Belief.objects.get(kind="identity", key="name").pk, "identity/name", "beliefs/belief"
+
+
+def _two_goal_versions(owner: Any, agent: Any) -> Any:
+    """v1 adds a goal (its row and the ranking's), v2 adds another (its row, and the ranking's again)."""
+    from goals.goal_model import GOAL_MODEL
+    from goals.models import Goal
+
+    for n in range(2):
+        title = f"Run marathon number {next(_sentences)}"
+        _quoted(
+            owner,
+            agent,
+            "operator_apply_goal_change",
+            f"Please add a new goal: {title}.",
+            {"action": "add", "title": title},
+        )
+        assert GOAL_MODEL.current_version() == n + 1
+    first = Goal.objects.order_by("id").first()
+    return GOAL_MODEL, first.pk, "ranking/goals", "goals/goal"
+
+
+def _model_state(lineage: Any) -> Any:
+    """Everything a revert could write: versions, change rows, the live rows, the notices."""
+    from beliefs.models import Belief
+    from goals.models import Goal
+
+    return (
+        lineage.current_version(),
+        lineage.change_model.objects.count(),
+        sorted(Belief.objects.values_list("kind", "key", "value", "status")),
+        sorted(Goal.everything.values_list("id", "title", "status", "importance", "present")),
+        Notification.objects.count(),
+    )
+
+
+# (json stored, what the marker says it is): not an object, and the null of a change of nothing.
+DAMAGED_IMAGES = [
+    ("[1, 2]", "an array"),
+    ('"x"', "a string"),
+    ("7", "a number"),
+    ("true", "a boolean"),
+    ("null", "neither its before nor its after image"),
+    ('{"value": ["not", "text"]}', 'has no "'),  # an object its readers cannot read
+]
+
+
+@pytest.mark.parametrize("model", ["world_model", "goal_model"])
+@pytest.mark.parametrize(("stored", "said"), DAMAGED_IMAGES, ids=[d[0] for d in DAMAGED_IMAGES])
+def test_a_change_image_that_is_not_an_object_stops_no_read_no_page_and_no_revert(
+    principals, scorecard, model: str, stored: str, said: str
+) -> None:
+    """Two versions of each model change one entity (a belief; the goal ranking, as each version adds
+    a goal): version 1's row holds `stored` as its after image (its before image is null: an
+    addition), version 2's row holds it as its before image, which an undo of v2 would put back
+    ("null": both images of both rows, a change of nothing, as a null alone means "absent"). Every
+    reader of stored images reads past them: the reads answer a `damaged_row` refusal naming the row
+    (never `internal_error`), every admin page that shows them answers and says "damaged row #N",
+    every revert that needs them refuses with nothing written, and one that needs none still works."""
+    from goals import goal_model as goals_read
+
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    build = _two_world_versions if model == "world_model" else _two_goal_versions
+    lineage, item_pk, entity, item_admin = build(owner, agent)
+    table = lineage.change_model._meta.db_table
+    v1_row = lineage.change_model.objects.get(version=1, entity=entity).pk
+    v2_row = lineage.change_model.objects.get(version=2, entity=entity).pk
+    _poison_row(table, "after", v1_row, stored)  # its before is null: an addition
+    _poison_row(table, "before", v2_row, stored)
+    if stored == "null":  # a null where an object is expected: both rows a change of nothing
+        _poison_row(table, "after", v2_row, stored)
+    revert_tool = f"operator_revert_{model}"
+    misses: list[str] = []
+    cases = 0
+
+    def refused(what: str, answer: dict[str, Any], row: int) -> None:
+        nonlocal cases
+        cases += 1
+        if answer.get("error") != "damaged_row" or f"damaged row #{row}" not in answer.get("reason", ""):
+            misses.append(f"{what}: {answer.get('error')} {str(answer.get('reason'))[:200]}")
+
+    # The reads as of a version (the world model's tool; the goal model has no such tool: its
+    # snapshot service). As of v1 needs v1's after image; as of v2, v2's (whole, but for "null").
+    for number, row in ((1, v1_row), (2, v2_row if stored == "null" else None)):
+        if model == "world_model":
+            answer = run_tool(agent, "operator_user_world_model", {"as_of_version": number})
+        else:
+            try:
+                answer = goals_read.goal_model_snapshot(as_of_version=number)
+            except Refusal as refusal:
+                answer = refusal.as_result()
+            except Exception as failed:  # what the tool would answer internal_error for: a miss
+                answer = {"error": f"raised {type(failed).__name__}: {failed}"}
+        if row is not None:
+            refused(f"as of version {number}", answer, row)
+        else:
+            cases += 1
+            if not answer.get("ok"):
+                misses.append(f"as of version {number} (its images are whole): {answer}")
+
+    # Reverts that need a damaged image: refused, nothing written (the tool, to a version, the admin).
+    before = _model_state(lineage)
+    refused("undo the last change (v2)", run_tool(owner, revert_tool, {}), v2_row)
+    refused("revert to version 1", run_tool(owner, revert_tool, {"to_version": 1}), v1_row)
+    client = Client(raise_request_exception=False)  # a failing page is a miss, counted with the rest
+    client.force_login(owner.user)
+    versions = f"/admin/{lineage.version_model._meta.app_label}/{lineage.version_model._meta.model_name}"
+    cases += 1
+    response = client.post(f"{versions}/2/undo/", {"expected_version": 2})
+    if response.status_code != 409 or f"damaged row #{v2_row}" not in response.content.decode():
+        misses.append(f"admin POST undo v2: HTTP {response.status_code}")
+    cases += 1
+    if _model_state(lineage) != before:
+        misses.append("a refused revert wrote something")
+
+    # Every page that shows them: the notices of both versions, their one-tap links, the versions'
+    # pages and their undo / restore pages, the item's history, the dashboard.
+    pages = {
+        "/admin/": None,
+        f"/admin/{item_admin}/{item_pk}/change/": v1_row if model == "world_model" else None,
+    }
+    for number, row in ((1, v1_row), (2, v2_row)):
+        notice = Notification.objects.get(subject_kind=model, subject_id=number)
+        pages[f"/admin/operator_site/notification/{notice.pk}/change/"] = row
+        pages[reverse("revert-link", kwargs={"token": revert_token(notice)})] = row if number == 2 else None
+        pages[f"{versions}/{number}/change/"] = row
+        pages[f"{versions}/{number}/undo/"] = row if number == 2 else None
+    pages[f"{versions}/1/restore/"] = v1_row
+    pages[f"{versions}/"] = None
+    for url, row in pages.items():
+        cases += 1
+        response = client.get(url)
+        text = response.content.decode()
+        if response.status_code != 200:
+            misses.append(f"GET {url}: HTTP {response.status_code}")
+        elif row is not None and f"damaged row #{row}" not in text:
+            misses.append(f"GET {url}: does not say damaged row #{row}")
+        elif row is not None and said not in text.replace("&quot;", '"'):
+            misses.append(f"GET {url}: does not say what is wrong ({said})")
+
+    # A revert that needs none of them still works: back to the empty model (version 0).
+    cases += 1
+    answer = run_tool(owner, revert_tool, {"to_version": 0})
+    if not answer.get("ok"):
+        misses.append(f"revert to version 0 (needs no damaged image): {answer}")
+    scorecard(
+        16,
+        f"poisoned rows: a {model.replace('_', '-')} change image {stored} (reads, pages, reverts)",
+        cases=cases,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+@pytest.mark.parametrize("model", ["world_model", "goal_model"])
+def test_a_null_pre_image_where_the_previous_version_left_an_object_refuses_the_undo(
+    principals, scorecard, model: str
+) -> None:
+    """Version 2's row holds null as its before image ("absent"), where version 1 left an object: on
+    its own the row reads as an addition, so only the undo can tell (it would remove what v1 wrote).
+    The undo refuses, naming the row, with nothing written; going back to version 1 as a whole does
+    not read that image and still works."""
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    lineage, _, entity, _ = (_two_world_versions if model == "world_model" else _two_goal_versions)(
+        owner, agent
+    )
+    row = lineage.change_model.objects.get(version=2, entity=entity).pk
+    _poison_row(lineage.change_model._meta.db_table, "before", row, "null")
+    client = Client(raise_request_exception=False)
+    client.force_login(owner.user)
+    opts = lineage.version_model._meta
+    misses = []
+    before = _model_state(lineage)
+    answer = run_tool(owner, f"operator_revert_{model}", {})
+    if answer.get("error") != "damaged_row" or f"damaged row #{row}" not in answer["reason"]:
+        misses.append(f"undo v2: {answer.get('error')} {str(answer.get('reason'))[:150]}")
+    response = client.post(f"/admin/{opts.app_label}/{opts.model_name}/2/undo/", {"expected_version": 2})
+    if response.status_code != 409 or f"damaged row #{row}" not in response.content.decode():
+        misses.append(f"admin POST undo v2: HTTP {response.status_code}")
+    if _model_state(lineage) != before:
+        misses.append("a refused undo wrote something")
+    answer = run_tool(owner, f"operator_revert_{model}", {"to_version": 1})
+    if not answer.get("ok"):
+        misses.append(f"revert to version 1 (does not read that image): {answer}")
+    scorecard(
+        16,
+        f"poisoned rows: a {model.replace('_', '-')} null pre-image where an object was left (undo)",
+        cases=4,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+def test_a_goal_ranking_naming_a_goal_absent_then_refuses_the_read_as_of_it(principals, scorecard) -> None:
+    """Version 2's ranking names goal #99, which no version wrote: each row reads (an object with an
+    order of ids), but the goal model as of version 2 cannot be shown, so the read refuses naming the
+    ranking's row rather than failing."""
+    from goals import goal_model as goals_read
+
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    lineage = _two_goal_versions(owner, agent)[0]
+    row = lineage.change_model.objects.get(version=2, entity="ranking/goals")
+    order = [*row.after["order"], 99]
+    _poison_row(lineage.change_model._meta.db_table, "after", row.pk, json.dumps({"order": order}))
+    try:
+        answer = goals_read.goal_model_snapshot(as_of_version=2)
+    except Refusal as refusal:
+        answer = refusal.as_result()
+    except Exception as failed:  # what a read would answer internal_error for: a miss
+        answer = {"error": f"raised {type(failed).__name__}"}
+    misses = []
+    if answer.get("error") != "damaged_row" or f"damaged row #{row.pk}" not in answer.get("reason", ""):
+        misses.append(f"as of version 2: {answer.get('error')} {str(answer.get('reason'))[:150]}")
+    if not goals_read.goal_model_snapshot(as_of_version=1).get("ok"):
+        misses.append("as of version 1 (whole) did not read")
+    scorecard(
+        16,
+        "poisoned rows: a goal ranking naming a goal absent at its version (the read as of it)",
+        cases=2,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+def test_a_goal_model_change_row_naming_no_entity_of_the_model_stops_nothing(principals, scorecard) -> None:
+    """A goal-model change row whose entity is not one of the model's ("bogus/x", in place of
+    v2's goal): its pages say it is damaged, and every revert that would read it refuses, naming it."""
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    lineage, _, _, _ = _two_goal_versions(owner, agent)
+    row = lineage.change_model.objects.filter(version=2).exclude(entity="ranking/goals").get()
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # below the door: the model is append-only
+        table = lineage.change_model._meta.db_table
+        cursor.execute(f"UPDATE {table} SET entity = %s WHERE id = %s", ["bogus/x", row.pk])
+    client = Client(raise_request_exception=False)
+    client.force_login(owner.user)
+    notice = Notification.objects.get(subject_kind="goal_model", subject_id=2)
+    misses = []
+    pages = [
+        f"/admin/operator_site/notification/{notice.pk}/change/",
+        "/admin/goals/goalmodelversion/2/change/",
+        "/admin/goals/goalmodelversion/2/undo/",
+        "/admin/goals/goalmodelversion/1/restore/",
+        reverse("revert-link", kwargs={"token": revert_token(notice)}),
+    ]
+    for url in pages:
+        response = client.get(url)
+        if response.status_code != 200 or f"damaged row #{row.pk}" not in response.content.decode():
+            misses.append(f"GET {url}: HTTP {response.status_code}, says damaged: no")
+    before = _model_state(lineage)
+    for arguments in ({}, {"to_version": 1}):
+        answer = run_tool(owner, "operator_revert_goal_model", arguments)
+        if answer.get("error") != "damaged_row" or f"damaged row #{row.pk}" not in answer["reason"]:
+            misses.append(f"revert {arguments}: {answer.get('error')} {str(answer.get('reason'))[:150]}")
+    if _model_state(lineage) != before:
+        misses.append("a refused revert wrote something")
+    scorecard(
+        16,
+        "poisoned rows: a goal-model change row naming no entity of the model (pages, reverts)",
+        cases=len(pages) + 3,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+@pytest.mark.parametrize("model", ["world_model", "goal_model"])
+def test_a_versions_evidence_that_is_not_an_object_is_shown_as_damaged(
+    principals, scorecard, model: str
+) -> None:
+    """A version's recorded evidence (the person's words it quoted) holding an array: the notice's
+    page and the version's page say the evidence is damaged, rather than that none was needed."""
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    lineage = (_two_world_versions if model == "world_model" else _two_goal_versions)(owner, agent)[0]
+    _poison_row(lineage.version_model._meta.db_table, "evidence", 2, "[1, 2]", key="number")
+    client = Client(raise_request_exception=False)
+    client.force_login(owner.user)
+    notice = Notification.objects.get(subject_kind=model, subject_id=2)
+    opts = lineage.version_model._meta
+    misses = []
+    for url in (
+        f"/admin/operator_site/notification/{notice.pk}/change/",
+        f"/admin/{opts.app_label}/{opts.model_name}/2/change/",
+    ):
+        response = client.get(url)
+        text = response.content.decode()
+        if response.status_code != 200 or "damaged" not in text or "No quote was needed" in text:
+            misses.append(f"GET {url}: HTTP {response.status_code}, says the evidence is damaged: no")
+    scorecard(
+        16,
+        f"poisoned rows: a {model.replace('_', '-')} version's evidence that is not an object (pages)",
+        cases=2,
+        bypasses=len(misses),
+        misses=misses,
+    )
+    assert misses == []
+
+
+# =====================================================================================================
+# Server-set timestamps written below the door: at an end of the calendar
+# =====================================================================================================
+# An instant the operator's zone cannot write: year 10000 east of UTC, year 0 west of it.
+CALENDAR_EDGES = [
+    (EAST, datetime(9999, 12, 31, 23, 0, tzinfo=UTC)),
+    (WEST, datetime(1, 1, 1, 0, 30, tzinfo=UTC)),
+]
+OPERATOR_APPS = ("operator_site", "beliefs", "goals", "intents", "runs")
+
+
+def _rows_of_every_kind(owner: Any, agent: Any) -> None:
+    """At least one row of every table the admin shows, each with its server-set timestamps (two
+    of most, so a list spans years once one is damaged), through the tools."""
+    _two_world_versions(owner, agent)
+    _two_goal_versions(owner, agent)
+    calls = [
+        ("operator_reconcile_goal_model", {"changes": [{"entity": "project", "op": "add", "fields": {"title": "Shed"}}]}),
+        ("operator_update_task", {"key": "t1", "patch": {"title": "Paint the shed", "status": "doing"}}),
+        ("operator_update_task", {"key": "t2", "patch": {"title": "Buy paint"}}),
+        ("operator_log_decision", {"title": "Paint", "decision": "Blue", "rationale": "Sky"}),
+        ("operator_set_directive", {"kind": "quiet", "minutes": 60, "reason": "focus"}),
+        ("operator_record_action_intent", {"action": {"type": "email", "title": "Ask Bo", "recipient": "bo@example.com"}}),
+        ("operator_record_action_intent", {"action": {"type": "email", "title": "Ask Al", "recipient": "al@example.com"}}),
+        ("operator_record_action_intent", {"action": {"type": "note", "title": "A note", "body": "b"}}),
+        ("operator_record_progress", {"summary": "Painted", "outcome": "done"}),
+        ("operator_record_observation", {"kind": "world", "summary": "Rain", "data": {"mm": 3}}),
+        ("operator_record_observation", {"kind": "world", "summary": "Sun", "data": {"mm": 0}}),
+    ]  # fmt: skip
+    for tool, arguments in calls:
+        with transaction.atomic():
+            answer = run_tool(agent, tool, arguments)
+        assert answer.get("ok", True) and not answer.get("error"), (tool, answer)
+    with transaction.atomic():
+        assert run_tool(agent, "operator_tick", {"mode": "morning"})["ok"]  # today's day, open
+    started = run_tool(agent, "operator_run_start", {"kind": "paint"})
+    run_tool(agent, "operator_run_heartbeat", {"run_id": started["run_id"], "token": started["token"]})
+
+
+def _to_the_edge(instant: datetime) -> dict[Any, list[int]]:
+    """Every server-set timestamp (every date-time column of every table of the operator) of the newest
+    row of each table set to `instant`, one column at a time: a column a CHECK constraint keeps in
+    order with another (a run's end after its start, say) is left as it is. The rows it damaged."""
+    from django.apps import apps
+    from django.db import models
+
+    damaged: dict[Any, list[int]] = {}
+    for model in apps.get_models():
+        if model._meta.app_label not in OPERATOR_APPS:
+            continue
+        newest = model._base_manager.order_by("-pk").values_list("pk", flat=True).first()
+        for field in model._meta.concrete_fields:
+            if newest is None or not isinstance(field, models.DateTimeField):
+                continue
+            try:
+                with transaction.atomic():
+                    model._base_manager.filter(pk=newest).update(**{field.name: instant})
+            except IntegrityError:
+                continue
+            damaged.setdefault(model, [newest])
+    return damaged
+
+
+def _admin_urls(damaged: dict[Any, list[int]]) -> list[str]:
+    """The dashboard; every list of the operator's admin; the pages of every damaged row (its change
+    page, and the admin's own pages taking its id: decide, undo, restore, end a run...)."""
+    from django.contrib import admin
+
+    urls = ["/admin/"]
+    for model, model_admin in admin.site._registry.items():
+        opts = model._meta
+        if opts.app_label not in OPERATOR_APPS:
+            continue
+        changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        urls.append(changelist)
+        for pk in damaged.get(model, []):
+            urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[pk]))
+            for pattern in model_admin.get_urls():
+                route = getattr(pattern.pattern, "_route", "")
+                if pattern.name and route.count("<") == 1 and route.startswith("<int:"):
+                    urls.append(changelist + re.sub(r"<int:\w+>", str(pk), route))
+    return urls
+
+
+@pytest.mark.parametrize(
+    ("zone_name", "instant"), CALENDAR_EDGES, ids=["9999 east of UTC", "0001 west of UTC"]
+)
+def test_a_server_set_timestamp_at_an_end_of_the_calendar_stops_no_page(
+    principals, scorecard, zone, settings, zone_name: str, instant: datetime
+) -> None:
+    """Rows of every table, the newest of each with every server-set timestamp at an end of the
+    calendar that the operator's zone cannot write (as only a damaged or hand-edited database holds:
+    the services set them to now). The person's whole admin answers: the dashboard, every list (the
+    date drill-down included), every damaged row's pages; and the reads that show them answer too."""
+    settings.OPERATOR_DELIVERY = "off"
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    _rows_of_every_kind(owner, agent)
+    zone(zone_name)
+    with pytest.raises(OverflowError):  # control: the instant really cannot be written in this zone
+        instant.astimezone(ZoneInfo(zone_name))
+    damaged = _to_the_edge(instant)
+    client = Client(raise_request_exception=False)  # a failing page is a miss, counted with the rest
+    client.force_login(owner.user)
+    misses = []
+    urls = _admin_urls(damaged)
+    for url in urls:
+        response = client.get(url)
+        if response.status_code >= 500:
+            misses.append(f"GET {url}: HTTP {response.status_code}")
+    reads = [
+        ("operator_context_packet", {}),
+        ("operator_state", {}),
+        ("operator_history", {}),
+        ("operator_list_directives", {}),
+        ("operator_user_world_model", {}),
+        ("operator_tick", {"mode": "status"}),  # its window starts at the last tick, damaged too
+    ]
+    for tool, arguments in reads:
+        answer = run_tool(agent, tool, arguments)
+        if answer.get("error") == "internal_error" or answer.get("ok") is False:
+            misses.append(f"{tool}: {answer.get('error')} {str(answer.get('reason'))[:120]}")
+    scorecard(
+        16,
+        f"poisoned rows: server-set timestamps at {instant.date().isoformat()} UTC in {zone_name} (every admin page, the reads)",
+        cases=len(urls) + len(reads),
+        bypasses=len(misses),
+        misses=misses,
+        damaged_tables=sorted(m._meta.db_table for m in damaged),
+    )
+    assert misses == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from beliefs import services as beliefs_services
 from beliefs.models import Belief, WorldModelVersion
@@ -19,7 +20,7 @@ from goals.models import Goal, GoalModelVersion
 from intents.models import Intent
 from tests.fixtures import asgi_http, orm
 from tests.security.conftest import KINDS
-from tests.security.helpers import envelope_of, message_of, post, tools_call
+from tests.security.helpers import envelope_of, message_of, post, run_tool, tools_call
 from tests.security.test_06_withheld_power import _approved_anything, attempts
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -181,3 +182,34 @@ async def test_no_token_applies_a_proposal(principals, scorecard, no_rate_limit,
     assert await orm(_applied, kind)
     assert await orm(_approval_evidence) == 1
     assert (await orm(lambda: Intent.objects.get(pk=intent_id).status)) == "executed"
+
+
+@pytest.mark.parametrize("kind", sorted(PROPOSALS))
+def test_an_accepted_proposal_is_one_tap_from_undone(principals, client, kind) -> None:
+    """What the person accepted is announced with a one-tap undo, and the undo works: the version's
+    image of each entry is what the live row keeps (the approval and its sentence), so the undo's
+    check that nothing changed since passes (an image that also held the intent's id never matched,
+    and the undo was refused as a conflict)."""
+    from intents.approval import approve_intent
+    from operator_site.models import Notification
+    from operator_site.revert_links import revert_url
+
+    _setup(principals["owner"].principal)
+    version_model = WorldModelVersion if kind == "world_model_change" else GoalModelVersion
+    proposal = {**PROPOSALS[kind], "proposed_against": version_model.objects.count()}
+    row = run_tool(principals["full_agent"].principal, "operator_record_action_intent", {"action": proposal})
+    assert row["status"] == "pending_approval", row
+    intent = Intent.objects.get(pk=row["id"])
+    approve_intent(intent, by=principals["owner"].principal.user, seen=intent.payload_digest, via="admin")
+    assert _applied(kind)
+    accepted = version_model.objects.order_by("-number").first()
+    notice = Notification.objects.filter(subject_id=accepted.number).exclude(subject_kind="").latest("id")
+    url = revert_url(notice).removeprefix(settings.OPERATOR_PUBLIC_URL)
+    client.login(username="owner", password="pw-owner-123")
+    shown = client.get(url)
+    assert shown.status_code == 200 and b"no longer holds" not in shown.content
+    done = client.post(url)
+    assert done.status_code == 302, done.content.decode()[:2000]
+    assert not _applied(kind)
+    undo = version_model.objects.order_by("-number").first()
+    assert undo.number == accepted.number + 1 and undo.reverts_id == accepted.number

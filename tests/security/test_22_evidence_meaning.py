@@ -14,7 +14,8 @@ tools from an agent's token over POST /mcp, each attempt on its own freshly reco
 - F8 hedges and conditions ("may be", "hopefully", "once", "when", "as soon as", ...);
 - F9 any word of the sentence taken as the value ("My name is Robert and my brother is Bob");
 - F10 emphasis that cuts a sentence and leaves a negation-free tail ("Never — I mean never! — X");
-- F11 the cost of a refused call after an agent recorded many long rows of its own (bounded).
+- F11 the cost of a refused call after an agent recorded many long rows of its own (bounded);
+- F12 a question worded as one without its question mark ("Is my employer Initech.").
 
 Every attempt must be refused with the rule's code and change nothing; the positive controls prove
 the refusals are about the words: the same kinds of change, said plainly, pass."""
@@ -271,6 +272,28 @@ F5 = [
 
 async def test_f5_a_question_in_any_script_is_refused(principals, scorecard) -> None:
     await _check(principals, scorecard, "F5: questions with any question mark", F5)
+
+
+# --- F12: a question worded as one, without its question mark ------------------------------------------
+F12 = [
+    (f"no question mark: {text!r}", text, _update("identity", "employer", "Initech", text), NOT_FIRM)
+    for text in (
+        "Is my employer Initech.",
+        "Is my employer Initech",
+        "Do I work at Initech now, my employer is Initech",
+        "Should my employer be Initech from now on.",
+        "So is my employer Initech.",
+        "Can you set my employer to Initech.",
+        "Will my employer be Initech.",
+        "- Is my employer Initech",
+        "What is my employer, Initech.",
+        "Hmm, does my employer become Initech.",
+    )
+]
+
+
+async def test_f12_a_question_without_its_mark_is_refused(principals, scorecard) -> None:
+    await _check(principals, scorecard, "F12: questions worded as questions, no question mark", F12)
 
 
 # --- F6: hidden negations ----------------------------------------------------------------------------------

@@ -36,6 +36,16 @@ def _days_between(first: date, last: date) -> QuerySet:
     return OperatorDay.objects.filter(date__gte=first, date__lte=last).values("id")
 
 
+def _local_date(value: datetime) -> date:
+    """The operator's day of an instant; at an end of the calendar, where the zone cannot write it
+    (year 1 west of UTC, 9999 east: only a damaged row holds one, such as a tick's `at` a window
+    starts from), the first or last day there is, so the window still reads."""
+    try:
+        return timezone.localdate(value)
+    except OverflowError:
+        return date.min if value.year == 1 else date.max
+
+
 def _grouped(queryset: QuerySet, field: str) -> dict[str, int]:
     return {row[field]: row["n"] for row in queryset.order_by().values(field).annotate(n=Count("id"))}
 
@@ -44,7 +54,7 @@ def changes_between(since: datetime, until: datetime) -> dict[str, Any]:
     """What changed in (since, until]: new intents, decisions opened and decided, task moves, new
     observations (counted, never quoted), progress, runs, logged decisions. A fixed number of
     queries, each bounded by what happened in the window (time-indexed, or narrowed to its days)."""
-    days = _days_between(timezone.localdate(since), timezone.localdate(until))
+    days = _days_between(_local_date(since), _local_date(until))
     in_window = {"created_at__gt": since, "created_at__lte": until}
     intents = Intent.objects.filter(**in_window)
     decisions = Decision.objects.filter(
