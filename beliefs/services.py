@@ -124,7 +124,12 @@ def _image_problem(entity: str, image: Image) -> str | None:
 
 
 WORLD_MODEL = Lineage(
-    "world model", WorldModelVersion, WorldModelChange, BeliefStore(), check_image=_image_problem
+    "world model",
+    WorldModelVersion,
+    WorldModelChange,
+    BeliefStore(),
+    check_image=_image_problem,
+    kept=versioned.as_kept,
 )
 
 

@@ -209,6 +209,10 @@ def _no_entity_check(entity: str) -> str | None:
     return None
 
 
+def _as_written(image: Image) -> Image:
+    return image
+
+
 def json_kind(value: Any) -> str:
     """What a stored JSON value is, in JSON's words: "an array", "a string", "null"."""
     if value is None:
@@ -358,6 +362,9 @@ class Lineage:
     check_image: ImageCheck = _no_image_check
     # What is wrong with an entity name the model's live state cannot be read by (None: nothing).
     check_entity: Callable[[str], str | None] = _no_entity_check
+    # An image as the live row keeps it (what `store.snapshot` would read back after writing it):
+    # an undo compares the two. The identity unless a model's images once held more than its rows.
+    kept: Callable[[Image], Image] = _as_written
 
     # --- damage -------------------------------------------------------------------------------
     def image_damage(self, entity: str, image: Any) -> str | None:
@@ -698,7 +705,8 @@ class Lineage:
         self._refuse_unchained(version, rows, cannot)
         for change in rows:
             now = self.store.snapshot(change.entity)
-            if now != change.after:  # defensive: the live state must be what this version left
+            left = None if change.after is None else self.kept(change.after)
+            if now != left:  # defensive: the live state must be what this version left
                 raise Refusal(
                     "revert_conflict",
                     f"{change.entity} no longer holds what version {version.number} wrote.",

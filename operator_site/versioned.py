@@ -63,6 +63,20 @@ def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def as_kept(image: Image) -> Image:
+    """An image as a live row keeps it: its evidence reduced to the evidence columns. (Until
+    2026-12-07 an accepted proposal's image also held the intent's id, which no row keeps: without
+    this, such a version could never be undone.)"""
+    evidence = image.get("evidence")
+    if not isinstance(evidence, dict):
+        return image
+    columns = evidence_columns(evidence)
+    kept = evidence_from_columns(
+        columns["evidence_instruction_id"], columns["evidence_span"], columns["evidence_approval"]
+    )
+    return {**image, "evidence": kept}
+
+
 def provenance_of(row: Any) -> Image:
     """The provenance part of a live row's image. The row has the columns every versioned item
     has: ``source_principal``, ``source_name``, ``source_kind``, ``set_in_version`` and the three

@@ -40,7 +40,7 @@ from operator_site.lineage import (
 )
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from operator_site.versioned import provenance_columns, provenance_of
+from operator_site.versioned import as_kept, provenance_columns, provenance_of
 
 
 # --- entities and images ---------------------------------------------------------------------------
@@ -162,6 +162,7 @@ GOAL_MODEL = Lineage(
     GoalModelStore(),
     check_image=_image_problem,
     check_entity=_entity_problem,
+    kept=as_kept,
 )
 
 

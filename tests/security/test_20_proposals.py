@@ -184,12 +184,14 @@ async def test_no_token_applies_a_proposal(principals, scorecard, no_rate_limit,
     assert (await orm(lambda: Intent.objects.get(pk=intent_id).status)) == "executed"
 
 
+@pytest.mark.parametrize("as_written_before", [False, True], ids=["now", "image with the intent's id"])
 @pytest.mark.parametrize("kind", sorted(PROPOSALS))
-def test_an_accepted_proposal_is_one_tap_from_undone(principals, client, kind) -> None:
+def test_an_accepted_proposal_is_one_tap_from_undone(principals, client, kind, as_written_before) -> None:
     """What the person accepted is announced with a one-tap undo, and the undo works: the version's
     image of each entry is what the live row keeps (the approval and its sentence), so the undo's
     check that nothing changed since passes (an image that also held the intent's id never matched,
-    and the undo was refused as a conflict)."""
+    and the undo was refused as a conflict). A version accepted before that fix, whose images hold
+    the id, is undone too: the undo compares the row with the image as a row keeps it."""
     from intents.approval import approve_intent
     from operator_site.models import Notification
     from operator_site.revert_links import revert_url
@@ -203,6 +205,12 @@ def test_an_accepted_proposal_is_one_tap_from_undone(principals, client, kind) -
     approve_intent(intent, by=principals["owner"].principal.user, seen=intent.payload_digest, via="admin")
     assert _applied(kind)
     accepted = version_model.objects.order_by("-number").first()
+    if as_written_before:  # the images as the code before 2026-12-07 wrote them
+        changes = accepted.changes.exclude(after=None)
+        assert changes.exists()
+        for change in changes:
+            after = {**change.after, "evidence": {**change.after["evidence"], "intent": intent.pk}}
+            type(change)._base_manager.filter(pk=change.pk).update(after=after)
     notice = Notification.objects.filter(subject_id=accepted.number).exclude(subject_kind="").latest("id")
     url = revert_url(notice).removeprefix(settings.OPERATOR_PUBLIC_URL)
     client.login(username="owner", password="pw-owner-123")
