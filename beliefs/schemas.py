@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Discriminator, Field, StringConstraints, field_validator, model_validator
 from typing_extensions import TypeAliasType
 
-from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged, identifier_text
+from operator_site.changes import NOT_BOOL, ChangeList, ChangeModel, Untagged, identifier_type
 from operator_site.display import check_identifier
 
 MAX_KEY_CHARS = 120
@@ -29,7 +29,7 @@ Kind = TypeAliasType(
 # is not in its plain form or mixes scripts in a word (`BeliefAdd`), which would be a second belief
 # reading as another. Update and retire take any stored key exactly as it is stored, so a belief
 # written before that rule can still be corrected and retired (operator_site.display, "identifiers").
-Key = identifier_text(
+Key = identifier_type(
     "Key",
     max_length=MAX_KEY_CHARS,
     description="Unique among active beliefs of its kind, e.g. name, home_city.",

@@ -40,12 +40,10 @@ from operator_site.lineage import (
     Lineage,
     LiveRows,
     LiveStore,
-    field_problem,
     is_number,
     is_text,
     one_of,
     optional,
-    provenance_problem,
 )
 from operator_site.lineage_revert import Reverter
 from operator_site.models import Instruction, Notification, Principal
@@ -120,7 +118,7 @@ _IMAGE_FIELDS: dict[str, FieldTest] = {
 
 
 def _image_problem(entity: str, image: Image) -> str | None:
-    return field_problem(image, _IMAGE_FIELDS) or provenance_problem(image, Principal.Kind.values)
+    return versioned.item_image_problem(image, _IMAGE_FIELDS)
 
 
 WORLD_MODEL = Lineage(

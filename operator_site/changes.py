@@ -52,7 +52,7 @@ class ChangeModel(BaseModel):
         return out
 
 
-def identifier_text(name: str, *, max_length: int, description: str, target: bool = False) -> Any:
+def identifier_type(name: str, *, max_length: int, description: str, target: bool = False) -> Any:
     """A named text type (one shared `$defs` entry) for what later changes target by name — a
     belief's key, a goal's title: stripped, not empty, at most `max_length` characters, and checked
     at the door like every identifier (operator_site.display): a new name refuses hidden characters,

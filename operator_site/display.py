@@ -73,6 +73,8 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pydantic import BeforeValidator, StrictInt
 
+from operator_site import wording  # the one place that decides what a word mixing scripts is
+
 # Letters and marks that are not format characters but render as nothing (or as blank space).
 # The last two: KHITAN SMALL SCRIPT FILLER, MUSICAL SYMBOL NULL NOTEHEAD.
 _BLANK_LOOKING = frozenset(
@@ -492,8 +494,6 @@ def _words(text: str) -> Iterable[tuple[int, str]]:
 def _mixed_word(text: str) -> str | None:
     """A word that mixes scripts, naming the first character of the word's other script; None if none
     does. (An all-Cyrillic, all-Greek or all-Hebrew word is one script; kanji with kana is Japanese.)"""
-    from operator_site import wording  # the one place that decides what a word mixing scripts is
-
     for start, word in _words(text):
         if not wording.mixes_scripts(word):
             continue

@@ -6,7 +6,7 @@ docs/lineage.md; `operator_site.versioned` builds the rest of a versioned model 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from operator_site.display import Named
 from operator_site.models import AppendOnlyModel, Notification, Principal
 from operator_site.notifications import notify
 from operator_site.refusals import Refusal, VersionConflict
@@ -289,26 +290,6 @@ def field_problem(image: Mapping[str, Any], tests: Mapping[str, FieldTest], with
         if not test(image[name]):
             return f'has an unreadable "{shown}" ({json_kind(image[name])})'
     return None
-
-
-def provenance_problem(image: Mapping[str, Any], kinds: Iterable[str]) -> str | None:
-    """What the provenance part of a versioned item's image (`operator_site.versioned.provenance_of`:
-    who set it, in which version, on what evidence) lacks for its readers and a revert that writes it
-    back to its row's columns; `kinds` are the principal kinds."""
-    problem = field_problem(image, {"source": lambda v: isinstance(v, dict), "set_in_version": is_whole})
-    if problem:
-        return problem
-    source = {"id": optional(is_whole), "name": is_text_up_to(64), "kind": one_of(kinds)}
-    problem = field_problem(image["source"], source, within="source.")
-    if problem:
-        return problem
-    evidence = image.get("evidence")
-    if evidence is None:
-        return None
-    if not isinstance(evidence, dict):
-        return f'has an unreadable "evidence" ({json_kind(evidence)})'
-    tests = {"instruction": optional(is_whole), "approval": optional(is_whole), "span": optional(is_text)}
-    return field_problem({name: evidence.get(name) for name in tests}, tests, within="evidence.")
 
 
 def damaged_history(label: str, damages: Sequence[Damage], what: str) -> Refusal:
@@ -818,20 +799,26 @@ def _image_or_none(live: LiveRows, row: Any) -> Image | None:
 
 
 def diff_images(
-    before: Image | None, after: Image | None, fields: Sequence[str], *, absent: str = "(absent)"
+    before: Image | None,
+    after: Image | None,
+    fields: Sequence[str],
+    *,
+    absent: str = "(absent)",
+    identifiers: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """Field-by-field differences of two images: [{"field", "before", "after"}]. An absent side is
     shown as `absent` once, not field by field. So is a side that is not an object (a damaged stored
     row: its readers ask `Lineage.damage` first, this is the net under them): shown as what it is,
-    never read as an image."""
+    never read as an image. A side shown whole is a `Named` whose `identifiers` fields' values (a
+    title) are shown as identifiers."""
     if before is None and after is None:
         return []
     if not isinstance(before, dict) or not isinstance(after, dict):
         return [
             {
                 "field": "*",
-                "before": _whole_side(before, fields, absent),
-                "after": _whole_side(after, fields, absent),
+                "before": _whole_side(before, fields, absent, identifiers),
+                "after": _whole_side(after, fields, absent, identifiers),
             }
         ]
     return [
@@ -841,14 +828,17 @@ def diff_images(
     ]
 
 
-def _whole_side(image: Any, fields: Sequence[str], absent: str) -> str:
-    """One side of a change shown whole: its non-empty `fields`, `absent`, or what a damaged side is."""
+def _whole_side(image: Any, fields: Sequence[str], absent: str, identifiers: Collection[str]) -> str:
+    """One side of a change shown whole: its non-empty `fields` ("title=…, detail=…"), `absent`, or
+    what a damaged side is."""
     if image is None:
         return absent
     if not isinstance(image, dict):
         return f"(damaged: not an object, it is {json_kind(image)})"
-    shown = {f: image.get(f) for f in fields if image.get(f) not in (None, "")}
-    return ", ".join(f"{k}={v}" for k, v in shown.items())
+    shown = [(f, image.get(f)) for f in fields if image.get(f) not in (None, "")]
+    return Named.join(
+        ", ", [Named(f"{f}=", v) if f in identifiers else Named(f"{f}=").then(v) for f, v in shown]
+    )
 
 
 # --- notices ----------------------------------------------------------------------------------------

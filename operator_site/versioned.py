@@ -17,10 +17,18 @@ from operator_site.lineage import (
     UNDO_IT,
     Committed,
     Draft,
+    FieldTest,
     Image,
     Lineage,
     diff_images,
+    field_problem,
+    is_text,
+    is_text_up_to,
+    is_whole,
+    json_kind,
     notify_version,
+    one_of,
+    optional,
 )
 from operator_site.lineage_revert import LineageRevertHandler, Reverter, Rows
 from operator_site.models import Notification, Principal
@@ -90,6 +98,31 @@ def provenance_of(row: Any) -> Image:
     }
 
 
+def item_image_problem(image: Image, tests: Mapping[str, FieldTest]) -> str | None:
+    """What a versioned item's stored image (a belief's, a goal's) lacks for its readers and for a
+    revert that writes it back to its row: its own fields (`tests`, `lineage.field_problem`), then
+    its provenance — who set it, in which version, on what evidence (`provenance_of`). None if
+    nothing; a model's `Lineage(check_image=...)` is built on it."""
+    return field_problem(image, tests) or _provenance_problem(image)
+
+
+def _provenance_problem(image: Image) -> str | None:
+    problem = field_problem(image, {"source": lambda v: isinstance(v, dict), "set_in_version": is_whole})
+    if problem:
+        return problem
+    source = {"id": optional(is_whole), "name": is_text_up_to(64), "kind": one_of(Principal.Kind.values)}
+    problem = field_problem(image["source"], source, within="source.")
+    if problem:
+        return problem
+    evidence = image.get("evidence")
+    if evidence is None:
+        return None
+    if not isinstance(evidence, dict):
+        return f'has an unreadable "evidence" ({json_kind(evidence)})'
+    tests = {"instruction": optional(is_whole), "approval": optional(is_whole), "span": optional(is_text)}
+    return field_problem({name: evidence.get(name) for name in tests}, tests, within="evidence.")
+
+
 def provenance(principal: Principal, number: int) -> Image:
     """The provenance of a post-image written by `principal` as version `number` (its evidence is
     set by `VersionedModel.commit` when the entity is high-stakes)."""
@@ -157,27 +190,16 @@ def diff_rows(
     (its key or title shown as an identifier), followed by the field's name; the values of the
     `identifiers` fields (a title, a name) are shown as identifiers too (`Named`)."""
     rows = []
-    for diff in diff_images(before, after, fields):
+    for diff in diff_images(before, after, fields, identifiers=identifiers):
         whole = diff["field"] == "*"
         sides = []
-        for image, value in ((before, diff["before"]), (after, diff["after"])):
-            if whole and image is not None and identifiers:
-                value = _entity_text(image, fields, identifiers)
-            elif not whole and diff["field"] in identifiers and value is not None:
+        for value in (diff["before"], diff["after"]):
+            if not whole and diff["field"] in identifiers and value is not None:
                 value = Named("", value)
             sides.append("" if value is None else value if isinstance(value, Named) else str(value))
         named = what if whole else what.then(f" · {diff['field']}")
         rows.append({"what": named, "before": sides[0], "after": sides[1], "stakes": stakes})
     return rows
-
-
-def _entity_text(image: Image, fields: Sequence[str], identifiers: Collection[str]) -> Named:
-    """An entity's fields as `lineage.diff_images` shows a whole one ("title=…, detail=…"), its
-    identifiers shown as identifiers."""
-    present = [(f, image.get(f)) for f in fields if image.get(f) not in (None, "")]
-    return Named.join(
-        ", ", [Named(f"{f}=", v) if f in identifiers else Named(f"{f}=").then(v) for f, v in present]
-    )
 
 
 def side(image: Image | None, fields: Sequence[str]) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from pydantic import (
 from typing_extensions import TypeAliasType
 
 from goals.goal_model.kinds import MAX_CHANGES, MAX_DETAIL_CHARS, MAX_TITLE_CHARS
-from operator_site.changes import ChangeList, ChangeModel, Untagged, identifier_text
+from operator_site.changes import ChangeList, ChangeModel, Untagged, identifier_type
 from operator_site.display import check_target
 
 
@@ -45,7 +45,7 @@ def _link(value: Any) -> int | str | None:
 # and a word mixing scripts, which would make a second item reading as another. A target or link only
 # finds what exists: hidden characters alone, so an item titled before that rule can still be named
 # (and by id always). Named types are one shared `$defs` entry in the published schema.
-Title = identifier_text(
+Title = identifier_type(
     "Title", max_length=MAX_TITLE_CHARS, description="A goal's or project's title; a priority's name."
 )
 Detail = TypeAliasType(

@@ -36,11 +36,9 @@ from operator_site.lineage import (
     is_whole,
     one_of,
     optional,
-    provenance_problem,
 )
-from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from operator_site.versioned import as_kept, provenance_columns, provenance_of
+from operator_site.versioned import as_kept, item_image_problem, provenance_columns, provenance_of
 
 
 # --- entities and images ---------------------------------------------------------------------------
@@ -152,7 +150,7 @@ def _image_problem(entity: str, image: Image) -> str | None:
     }
     if kind is PROJECT:
         tests["goal"] = optional(is_whole)
-    return field_problem(image, tests) or provenance_problem(image, Principal.Kind.values)
+    return item_image_problem(image, tests)
 
 
 GOAL_MODEL = Lineage(
