@@ -44,6 +44,10 @@ class Belief(models.Model):
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     key = models.CharField(max_length=120)
+    # What the key reads as (`operator_site.lookalikes.fold`), written with every row: an add is
+    # refused when an active belief of its kind reads the same under another key, found by the
+    # write's own snapshot statement (`Lineage.begin(alike=...)`). Never shown, never a name.
+    key_alike = models.CharField(max_length=480, default="", editable=False)
     value = models.TextField(blank=True, default="")
     confidence = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ACTIVE)
@@ -71,7 +75,10 @@ class Belief(models.Model):
             ),
             models.CheckConstraint(condition=Q(kind__in=BELIEF_KINDS), name="belief_known_kind"),
         ]
-        indexes = [models.Index(fields=["status", "kind"], name="belief_status_kind")]
+        indexes = [
+            models.Index(fields=["status", "kind"], name="belief_status_kind"),
+            models.Index(fields=["kind", "key_alike"], name="belief_kind_key_alike"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind}/{identifier_text(self.key)}"  # as it is stored (operator_site.display)

@@ -29,8 +29,8 @@ from beliefs.models import (
     stakes_of,
 )
 from beliefs.schemas import CHANGES
-from operator_site import versioned
-from operator_site.display import Named
+from operator_site import lookalikes, versioned
+from operator_site.display import Named, describe_char
 from operator_site.evidence import GATE, Claim, Confirmation
 from operator_site.lineage import (
     Committed,
@@ -90,9 +90,16 @@ def _columns(image: Image, number: int) -> dict[str, Any]:
         "value": image["value"],
         "confidence": image["confidence"],
         "status": image["status"],
+        "key_alike": lookalikes.fold(image["key"]),
         **provenance_columns(image, number),
         "updated_at": timezone.now(),
     }
+
+
+def _reads_as(entity: str) -> tuple[str, str]:
+    """The kind and key fold of the rows that read as `entity` (`LiveRows.alike`)."""
+    kind, key = split_entity(entity)
+    return kind, lookalikes.fold(key)
 
 
 class BeliefStore(LiveStore):
@@ -102,7 +109,8 @@ class BeliefStore(LiveStore):
     claim (`operator_site.lineage.LiveRows`)."""
 
     def __init__(self) -> None:
-        super().__init__(LiveRows(Belief, ("kind", "key"), split_entity, image_of, _columns))
+        alike = (("kind", "key_alike"), _reads_as)  # the rows an added key reads as
+        super().__init__(LiveRows(Belief, ("kind", "key"), split_entity, image_of, _columns, alike))
 
 
 # What a belief's stored image must hold for its readers (the snapshot as of a version, the admin's
@@ -234,6 +242,46 @@ def _candidates(kind: str, key: str) -> list[str]:
     return close[:5]
 
 
+def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> None:
+    """An added key that reads as another active belief's key of its kind (the stored `alike` rows,
+    or another add of the same call) is refused: the person would see two beliefs as one, and an
+    agent could write beside a belief it appears to update (`operator_site.lookalikes`)."""
+    seen: dict[tuple[str, str], ChangeSpec] = {}
+    for spec in adds:
+        fold = lookalikes.fold(spec.key)
+        others = [
+            image["key"]
+            for image in stored
+            if image["kind"] == spec.kind
+            and image["status"] == Belief.Status.ACTIVE
+            and image["key"] != spec.key
+            and lookalikes.fold(image["key"]) == fold
+        ]
+        earlier = seen.setdefault((spec.kind, fold), spec)
+        if earlier is not spec and earlier.key != spec.key:
+            others.append(earlier.key)
+        if others:
+            other = sorted(others)[0]
+            existing = entity_of(spec.kind, other)
+            raise Refusal(
+                "looks_like_existing",
+                f"{spec.entity} reads as {existing}, another belief"
+                f"{' in this call' if existing == earlier.entity else ''} ({_why_alike(spec.key, other)}): "
+                "two keys that read the same would show the person two beliefs as one. Update or retire "
+                "that belief by its key, or choose a key that reads differently. Nothing was written.",
+                entity=spec.entity,
+                existing=existing,
+            )
+
+
+def _why_alike(key: str, other: str) -> str:
+    chars = lookalikes.reads_as(key) + lookalikes.reads_as(other)
+    if not chars:
+        return "they differ only in case"
+    shown = ", ".join(f"{describe_char(ch)} reads as {plain!r}" for ch, plain in chars[:4])
+    return shown + (", …" if len(chars) > 4 else "")
+
+
 def _planned_image(spec: ChangeSpec, before: Image | None, principal: Principal, number: int) -> Image:
     if spec.op == "add":
         if before is not None and before["status"] == Belief.Status.ACTIVE:
@@ -315,11 +363,14 @@ def update_world_model(
         approval=approval,
         unchanged_since=unchanged_since,
     )
-    # The base version and the live images of the beliefs it touches, from one snapshot.
-    draft = WORLD_MODEL.begin(grounds.expected_version, entities)
+    # The base version, the live images of the beliefs it touches and of those an added key reads
+    # as, from one snapshot.
+    adds = [spec for spec in specs if spec.op == "add"]
+    draft = WORLD_MODEL.begin(grounds.expected_version, entities, alike=[spec.entity for spec in adds])
     with WORLD_MODEL.stable(draft):
         if grounds.unchanged_since is not None:  # before anything else: what was shown must still hold
             WORLD_MODEL.refuse_if_touched_since(grounds.unchanged_since, entities)
+        _refuse_lookalikes(adds, draft.alike)
         planned: list[tuple[ChangeSpec, Image | None, Image]] = []
         unchanged: list[str] = []
         for spec in specs:

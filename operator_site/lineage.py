@@ -115,13 +115,18 @@ class LiveRows:
     `image(row)` is the row's image, `columns(image, number)` the row's other columns for an image
     written by version `number`. `LiveStore` reads and writes such rows; a lineage whose store has
     them (its `live`) reads a write's pre-images with the base version in one statement
-    (`Lineage.begin`) and writes the rows with its claim (`Lineage.commit`)."""
+    (`Lineage.begin`) and writes the rows with its claim (`Lineage.commit`).
+
+    `alike`, when the model has one: other `fields` and `probe(entity)`, their values for the rows
+    that read as the entity (the world model: the same kind and key fold, `operator_site.lookalikes`).
+    `Lineage.begin(alike=...)` reads those rows in the same statement (`Draft.alike`)."""
 
     model: type[models.Model]
     fields: tuple[str, ...]
     key: Callable[[str], tuple[Any, ...]]
     image: Callable[[Any], Image]
     columns: Callable[[Image, int], dict[str, Any]]
+    alike: tuple[tuple[str, ...], Callable[[str], tuple[Any, ...]]] | None = None
 
     def where(self, entity: str) -> dict[str, Any]:
         return dict(zip(self.fields, self.key(entity), strict=True))
@@ -176,15 +181,29 @@ class Draft:
     """A write in preparation: the version it extends and the number it will get. `claimed` turns
     true once `commit` holds the number (from then on this transaction is the only writer).
     `images`: the live images of the entities `begin` was given, read in the same statement as
-    `base` (so they are the state of version `base`; None: absent)."""
+    `base` (so they are the state of version `base`; None: absent). `alike`: the images of the live
+    rows that read as one of the entities `begin` was asked to probe (`LiveRows.alike`), in the same
+    statement; the entity's own row among them if it has one."""
 
     base: int
     claimed: bool = False
     images: Mapping[str, Image | None] = field(default_factory=dict)
+    alike: Sequence[Image] = ()
 
     @property
     def number(self) -> int:
         return self.base + 1
+
+
+@dataclass(frozen=True)
+class Base:
+    """What `Lineage.read_base` read in one statement: the version a write extends, the live images
+    of the entities asked for (None: absent), and the images of the rows that read as those probed
+    (`LiveRows.alike`)."""
+
+    version: int
+    images: dict[str, Image | None]
+    alike: Sequence[Image] = ()
 
 
 @dataclass(frozen=True)
@@ -504,8 +523,13 @@ class Lineage:
         return None
 
     # --- writing ------------------------------------------------------------------------------
-    def begin(self, expected_version: int | None = None, entities: Sequence[str] = ()) -> Draft:
-        current, images = self.read_base(entities)
+    def begin(
+        self, expected_version: int | None = None, entities: Sequence[str] = (), alike: Sequence[str] = ()
+    ) -> Draft:
+        """The draft of a write extending the current version (or refused: `expected_version` is
+        not it), with the live images of `entities` and the rows that read as those in `alike`."""
+        base = self.read_base(entities, alike)
+        current, images = base.version, base.images
         if expected_version is not None and expected_version != current:
             raise VersionConflict(
                 reason=(
@@ -515,12 +539,12 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current, images=images)
+        return Draft(base=current, images=images, alike=base.alike)
 
-    def read_base(self, entities: Sequence[str] = ()) -> tuple[int, dict[str, Image | None]]:
+    def read_base(self, entities: Sequence[str] = (), alike: Sequence[str] = ()) -> Base:
         """The version a write extends and, when the store reads its rows many at once
-        (`LiveRows`), the live images of `entities` — ONE statement, so one snapshot: they are the
-        state of that version.
+        (`LiveRows`), the live images of `entities` and of the rows that read as those in `alike`
+        (`LiveRows.alike`) — ONE statement, so one snapshot: they are the state of that version.
 
         First, on PostgreSQL, writers of this model take turns here, for the rest of their
         transaction (a transaction-scoped advisory lock), before they read the version to extend:
@@ -534,13 +558,18 @@ class Lineage:
         live: LiveRows | None = getattr(self.store, "live", None)
         if live is None or not entities:
             current, _ = read_after_lock(lock, self.version_model, "number")
-            return current or 0, {}
+            return Base(current or 0, {})
         keys = {entity: live.key(entity) for entity in entities}
+        also_fields, probe = live.alike if live.alike and alike else ((), None)
+        probes = [probe(entity) for entity in alike] if probe else []
         current, rows = read_after_lock(
-            lock, self.version_model, "number", live.model, live.fields, list(keys.values())
+            lock, self.version_model, "number", live.model, live.fields, [*keys.values()], also_fields, probes
         )
         by_key = {tuple(getattr(row, name) for name in live.fields): row for row in rows}
-        return current or 0, {entity: _image_or_none(live, by_key.get(key)) for entity, key in keys.items()}
+        images = {entity: _image_or_none(live, by_key.get(key)) for entity, key in keys.items()}
+        wanted = set(probes)
+        looks = [row for row in rows if wanted and tuple(getattr(row, f) for f in also_fields) in wanted]
+        return Base(current or 0, images, [live.image(row) for row in looks])
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:

@@ -5,6 +5,7 @@ without an error, a savepoint or a half write, and the seam uses no private inte
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.db import DataError, IntegrityError, connection, models, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -763,6 +764,31 @@ def test_read_after_lock_is_the_orm_maximum_and_rows(agent) -> None:
     assert all(not r._state.adding for r in rows)
     _, one = sql.read_after_lock(lock, WorldModelVersion, "number", Belief, ("kind", "key"), [("note", "c")])
     assert [r.key for r in one] == ["c"]
+
+
+def test_read_after_lock_also_finds_rows_another_way_in_the_same_read(agent) -> None:
+    """`also_fields`/`also_keys` (the world model's look-alike probe): the rows either way finds, each
+    once — a row found both ways included — and the ORM's answer to the same question."""
+    from beliefs.models import Belief, WorldModelVersion
+
+    lock = "operator.test"
+    insert_row(_version(agent.principal, 1))
+    _belief(agent.principal, "a", key_alike="x")
+    _belief(agent.principal, "b", key_alike="x")
+    _belief(agent.principal, "c", key_alike="y")
+    _belief(agent.principal, "d", key_alike="x", kind="risk")
+    read = functools.partial(sql.read_after_lock, lock, WorldModelVersion, "number", Belief, ("kind", "key"))
+    top, rows = read([("note", "a")], ("kind", "key_alike"), [("note", "x")])
+    expected = Belief.objects.filter(Q(kind="note", key="a") | Q(kind="note", key_alike="x"))
+    assert top == 1
+    assert sorted(r.key for r in rows) == sorted(expected.values_list("key", flat=True)) == ["a", "b"]
+    _, rows = read([("note", "c")], ("kind", "key_alike"), [("note", "x"), ("risk", "x"), ("note", "z")])
+    found = sorted((r.kind, r.key) for r in rows)
+    assert found == [("note", "a"), ("note", "b"), ("note", "c"), ("risk", "d")]
+    _, rows = read([], ("kind", "key_alike"), [("note", "y")])
+    assert [r.key for r in rows] == ["c"]
+    _, rows = read([("note", "zz")], ("kind", "key_alike"), [("note", "zz")])
+    assert rows == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,6 +5,7 @@ with nothing written."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from beliefs.models import Belief, WorldModelVersion
 from beliefs.services import WORLD_MODEL
 from beliefs.tests.helpers import add, run_tool, update
-from operator_site.lineage import Lineage
+from operator_site.lineage import Base, Lineage
 from operator_site.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,12 +34,12 @@ def stale_reads(monkeypatch: Any) -> StaleReads:
     real = Lineage.read_base
     reads = StaleReads()
 
-    def read_base(self: Lineage, entities: Any = ()) -> tuple[int, Any]:
-        value, images = real(self, entities)
-        if reads.left and value > 0:
+    def read_base(self: Lineage, entities: Any = (), alike: Any = ()) -> Base:
+        base = real(self, entities, alike)
+        if reads.left and base.version > 0:
             reads.left -= 1
-            return value - 1, images
-        return value, images
+            return dataclasses.replace(base, version=base.version - 1)
+        return base
 
     monkeypatch.setattr(Lineage, "read_base", read_base)
     return reads

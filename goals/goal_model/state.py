@@ -26,6 +26,7 @@ from goals.goal_model.kinds import (
     split_entity,
 )
 from goals.models import GoalModelChange, GoalModelItem, GoalModelVersion, Project
+from operator_site import lookalikes
 from operator_site.lineage import (
     FieldTest,
     Image,
@@ -226,18 +227,25 @@ class Resolution:
         return out
 
 
+def _names(label: str, wanted: str, reads: str) -> bool:
+    return normalise_label(label) == wanted or lookalikes.fold(label) == reads
+
+
 def resolve(state: State, kind: ItemKind, target: int | str, pending: Sequence[Image] = ()) -> Resolution:
     """Find one item by id or by its exact title/name (case and spacing ignored). `pending` are
-    items added earlier in the same call (they can be named by title, not by id)."""
+    items added earlier in the same call (they can be named by title, not by id). A title matches
+    every item whose title reads the same (`operator_site.lookalikes.fold`: "Run a marathon" with a
+    Cyrillic "a"), so where such a twin exists the name is ambiguous (name one by id), never
+    silently the one the caller's letters happen to equal."""
     items = state.items[kind.name]
     order = state.orders.get(kind.name)
     if isinstance(target, int):
         if target in items:
             return Resolution("resolved", target)
         return Resolution("missing")
-    wanted = normalise_label(target)
+    wanted, reads = normalise_label(target), lookalikes.fold(target)
     pool = [*items.values(), *pending]
-    matches = [img for img in pool if wanted and normalise_label(img[kind.label]) == wanted]
+    matches = [img for img in pool if wanted and _names(img[kind.label], wanted, reads)]
     live = [img for img in matches if img["status"] != REMOVED]
     chosen = live or matches
     if len(chosen) == 1:

@@ -206,6 +206,31 @@ def test_two_goals_titled_run_are_ambiguous_and_nothing_is_touched(add_goal, goa
     assert goal_change(action="pause", goal=second, about="Run")["goal"]["id"] == second
 
 
+RUN_A_CYRILLIC = "Run \u0430 marathon"  # a one-letter Cyrillic word: one script, so past the door
+SCOPE_CYRILLIC = "\u0455\u0441\u043e\u0440\u0435 it"  # a whole Cyrillic word: reads as "scope it"
+
+
+@pytest.mark.parametrize(
+    ("titles", "named"),
+    [
+        (("Run a marathon", RUN_A_CYRILLIC), "Run a marathon"),
+        (("Run a marathon", RUN_A_CYRILLIC), RUN_A_CYRILLIC),
+        ((SCOPE_CYRILLIC, "Scope it"), "scope it"),
+    ],
+)
+def test_a_title_that_reads_as_another_is_ambiguous_never_silently_one(
+    add_goal, goal_change, titles, named
+) -> None:
+    """A look-alike twin (operator_site.lookalikes) makes either title ambiguous, as an exact
+    duplicate does: the agent must name one by id, and is shown both."""
+    ids = [add_goal(title) for title in titles]
+    before = everything()
+    refused = goal_change(action="pause", goal=named, about=named)
+    assert (refused["ok"], refused["error"]) == (False, "ambiguous_target")
+    assert sorted(c["id"] for c in refused["candidates"]) == sorted(ids)
+    assert everything() == before
+
+
 def test_a_missing_goal_is_refused_with_close_candidates(goal_change, three) -> None:
     before = everything()
     refused = goal_change(action="pause", goal="Run marathon")

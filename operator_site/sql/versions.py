@@ -65,20 +65,26 @@ def _read_sql(
     model: type[models.Model] | None,
     fields: tuple[str, ...],
     count: int,
+    also_fields: tuple[str, ...] = (),
+    also_count: int = 0,
 ) -> _Read:
     quote = conn.ops.quote_name
     column = quote(version_model._meta.get_field(field).column)
     # Identifiers from the models' metadata; every value is a parameter.
     top = f"SELECT MAX({column}) AS top FROM {quote(version_model._meta.db_table)}"  # noqa: S608
-    if model is None or not count:
+    if model is None or not count + also_count:
         return _Read(top, None, 0)
     meta = model._meta
     columns, attnames, converters = _columns(conn, model, "t")
-    one = " AND ".join(f"t.{quote(meta.get_field(name).column)} = %s" for name in fields)
-    match = " OR ".join([f"({one})"] * count)
+
+    def equal(names: tuple[str, ...]) -> str:
+        return "(" + " AND ".join(f"t.{quote(meta.get_field(name).column)} = %s" for name in names) + ")"
+
+    match = " OR ".join([equal(fields)] * count + [equal(also_fields)] * also_count)
     # One row per live row found, each carrying the version; a single row of NULLs when none is.
     sql = f"SELECT m.top, {columns} FROM ({top}) m LEFT JOIN {quote(meta.db_table)} t ON {match}"  # noqa: S608
-    select = _Select(sql, attnames, converters, tuple(meta.get_field(name) for name in fields))
+    params = tuple(meta.get_field(name) for name in [*fields * count, *also_fields * also_count])
+    select = _Select(sql, attnames, converters, params)
     return _Read(sql, select, attnames.index(meta.pk.attname))
 
 
@@ -89,24 +95,28 @@ def read_after_lock(
     model: type[M] | None = None,
     fields: Sequence[str] = (),
     keys: Sequence[Sequence[Any]] = (),
+    also_fields: Sequence[str] = (),
+    also_keys: Sequence[Sequence[Any]] = (),
 ) -> tuple[Any, list[M]]:
     """Queue behind the other holders of the advisory lock `lock` (`advisory_xact_lock`: until this
     transaction ends; PostgreSQL only), then read `MAX(field)` of `version_model` and the rows of
-    `model` whose `fields` equal one of `keys` (each a tuple of values, in the order of `fields`),
-    in ONE statement: (the maximum or None, the rows found, as the ORM builds them, in no particular
-    order). On PostgreSQL the lock and the read travel as one message (see the module docstring)."""
+    `model` whose `fields` equal one of `keys` (each a tuple of values, in the order of `fields`) or
+    whose `also_fields` equal one of `also_keys` (another way to find rows, in the same read: the
+    world model's look-alike keys), in ONE statement: (the maximum or None, the rows found, each
+    once, as the ORM builds them, in no particular order). On PostgreSQL the lock and the read
+    travel as one message (see the module docstring)."""
     conn = connections[DEFAULT_DB_ALIAS]
-    names = tuple(fields)
+    names, also = tuple(fields), tuple(also_fields)
     read = memo(
-        ("read_after_lock", version_model, field, model, names, len(keys)),
-        lambda c: _read_sql(c, version_model, field, model, names, len(keys)),
+        ("read_after_lock", version_model, field, model, names, len(keys), also, len(also_keys)),
+        lambda c: _read_sql(c, version_model, field, model, names, len(keys), also, len(also_keys)),
         conn,
     )
     params: list[Any] = []
     if read.select is not None:
-        for key in keys:
-            given = zip(read.select.params, key, strict=True)
-            params += [f.get_db_prep_value(value, conn) for f, value in given]
+        values = [value for key in [*keys, *also_keys] for value in key]  # one per field, in order
+        given = zip(read.select.params, values, strict=True)
+        params = [f.get_db_prep_value(value, conn) for f, value in given]
     if conn.vendor == "postgresql":
         with wrapped_cursor(conn, psycopg.ClientCursor) as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s); " + read.sql, [lock_key(lock), *params])
@@ -119,6 +129,7 @@ def read_after_lock(
     top = rows[0][0]
     if read.select is None:
         return top, []
+    # A row both ways of finding match is joined once: ON (a) OR (b) is one condition per row.
     found = [
         _instance(conn, model, read.select, row[1:])  # type: ignore[arg-type]
         for row in rows

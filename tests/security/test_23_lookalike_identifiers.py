@@ -28,6 +28,7 @@ notice. The class, through the real tools over POST /mcp (in-process):
 from __future__ import annotations
 
 import functools
+import unicodedata
 from typing import Any
 
 import pytest
@@ -380,6 +381,8 @@ async def test_names_stored_before_the_rule_can_be_read_updated_and_retired(
             before_the_rule.setattr(
                 display, "identifier_problem", functools.partial(display.identifier_problem, target=True)
             )
+            # ... nor a key that reads as a stored one (beliefs.services, looks_like_existing) ...
+            before_the_rule.setattr(beliefs_services, "_refuse_lookalikes", lambda adds, stored: None)
             # ... and a topic stored as it was given (lower-cased), as before NFKC was part of it.
             before_the_rule.setattr(
                 directives, "normalise_topic", lambda t: " ".join((t or "").split()).lower()
@@ -446,6 +449,19 @@ async def test_names_stored_before_the_rule_can_be_read_updated_and_retired(
             "an update of the plain key lists the stored look-alike first",
             body.get("error") == "belief_not_found"
             and (body.get("candidates") or [None])[0] == FULL_WIDTH_KEY,
+            body,
+        )
+
+        # The plain key is a new name that reads as both stored ones: refused while they are active.
+        body, _ = await _call(
+            http,
+            "operator_update_world_model",
+            {"changes": [{"op": "add", "kind": "preference", "key": "preferences.tone", "value": "x"}]},
+        )
+        expect(
+            "the plain key refused next to its stored look-alikes",
+            body.get("error") == "looks_like_existing"
+            and body.get("existing") in {f"preference/{FULL_WIDTH_KEY}", f"preference/{CYRILLIC_O_KEY}"},
             body,
         )
 
@@ -619,3 +635,136 @@ async def test_the_shared_script_check_reads_a_negation_written_with_a_look_alik
         passed=passed,
     )
     assert passed == []
+
+
+# --- names that read as a stored one (2026-12-07, the thirteenth sitting) ----------------------------------
+# What the door lets through: a whole word in one other script ("payday" in six Cyrillic letters is
+# one script), and a plain name beside a look-alike stored before the rule. Each is caught where a
+# name must pick out one thing (operator_site.lookalikes): a belief's key on add, a title named as a
+# target. The words are built from the fold's own table, per script, from the letters each script has
+# that read as a Latin one; a word is used for a script only when every letter has one.
+WORDS = (
+    *("payday", "scope", "apple", "eye", "copy", "cocoa", "soap", "pesos", "hope", "yes", "ace", "sea"),
+    *("pop", "papa", "ivy", "pray", "via", "hug", "now", "fog", "who", "own", "civics", "crop", "coop"),
+)
+SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "LATIN", "CHEROKEE", "COPTIC", "GEORGIAN")
+
+
+def _look_alike_letters(script: str) -> dict[str, str]:
+    from operator_site.lookalike_table import READS_AS
+
+    out: dict[str, str] = {}
+    for code, plain in sorted(READS_AS.items()):
+        ch = chr(code)
+        name = unicodedata.name(ch, "")
+        # lower case stays itself (keys are stored lower-cased) and reads as a lower-case Latin letter
+        if name.startswith(script) and plain.islower() and ch.lower() == ch:
+            out.setdefault(plain, ch)
+    return out
+
+
+def _whole_word_twins() -> list[tuple[str, str, str]]:
+    """(script, plain word, the word written wholly in that script's look-alike letters)."""
+    twins = []
+    for script in SCRIPTS:
+        letters = _look_alike_letters(script)
+        for word in WORDS:
+            if all(ch in letters for ch in word):
+                twins.append((script, word, "".join(letters[ch] for ch in word)))
+    return twins
+
+
+async def test_names_that_read_as_a_stored_one_are_refused_or_ambiguous(
+    principals, scorecard, monkeypatch
+) -> None:
+    agent = principals["full_agent"]
+    twins = _whole_word_twins()
+    problems: list[str] = []
+    cases = 0
+
+    def expect(what: str, ok: bool, body: Any) -> None:
+        nonlocal cases
+        cases += 1
+        if not ok:
+            problems.append(f"{what}: {str(body)[:300]}")
+
+    def add(kind: str, *keys: str) -> dict[str, Any]:
+        return {"changes": [{"op": "add", "kind": kind, "key": key, "value": "v"} for key in keys]}
+
+    async with asgi_http(agent.token) as http:
+        # The plain words, stored as notes.
+        body, _ = await _call(http, "operator_update_world_model", add("note", *WORDS))
+        assert body.get("ok") is True, body
+        for script, word, twin in twins:
+            body, _ = await _call(http, "operator_update_world_model", add("note", twin))
+            expect(
+                f"{script} {word!r} beside the stored key",
+                body.get("error") == "looks_like_existing" and body.get("existing") == f"note/{word}",
+                body,
+            )
+            # Two words of a key, one of them the twin: each word is one script, past the door.
+            body, _ = await _call(
+                http, "operator_update_world_model", add("risk", f"{word} day", f"{twin} day")
+            )
+            expect(
+                f"{script} {word!r} twin in the same call", body.get("error") == "looks_like_existing", body
+            )
+            # Control: the twin in another kind, where nothing reads the same, is written.
+            body, _ = await _call(
+                http, "operator_update_world_model", add("project", f"{twin} {script.lower()}")
+            )
+            expect(f"{script} {word!r} twin alone in its kind (control)", body.get("ok") is True, body)
+
+        # A plain key beside a look-alike stored before the rule (written with the rule off).
+        with monkeypatch.context() as before_the_rule:
+            before_the_rule.setattr(beliefs_services, "_refuse_lookalikes", lambda adds, stored: None)
+            before_the_rule.setattr(
+                display, "identifier_problem", functools.partial(display.identifier_problem, target=True)
+            )
+            stored = [
+                "\u0435mployer",
+                "\uff48\uff4f\uff4d\uff45 city",
+                "ti\u0441ket",
+            ]  # Cyrillic e, full-width, Cyrillic es
+            body, _ = await _call(http, "operator_update_world_model", add("preference", *stored))
+            assert body.get("ok") is True, body
+        for old, plain in zip(stored, ("employer", "home city", "ticket"), strict=True):
+            body, _ = await _call(http, "operator_update_world_model", add("preference", plain))
+            expect(
+                f"plain {plain!r} beside the stored {old!r}",
+                body.get("error") == "looks_like_existing" and body.get("existing") == f"preference/{old}",
+                body,
+            )
+
+        # A project titled with a twin: naming either title is ambiguous (the agent must name one by id).
+        one_per_script = {script: (script, word, twin) for script, word, twin in twins}
+        for script, word, twin in one_per_script.values():
+            for title in (f"{word} plan", f"{twin} plan"):
+                body, _ = await _call(
+                    http,
+                    "operator_reconcile_goal_model",
+                    {"changes": [{"entity": "project", "op": "add", "fields": {"title": title}}]},
+                )
+                assert body.get("ok") is True, body
+            for named in (f"{word} plan", f"{twin} plan"):
+                body, _ = await _call(
+                    http,
+                    "operator_reconcile_goal_model",
+                    {
+                        "changes": [
+                            {"entity": "project", "op": "update", "target": named, "fields": {"detail": "d"}}
+                        ]
+                    },
+                )
+                expect(f"{script} project {named!r} ambiguous", body.get("error") == "ambiguous_target", body)
+
+    stored_notes = await orm(lambda: sorted(Belief.objects.filter(kind="note").values_list("key", flat=True)))
+    expect("no twin written among the notes", stored_notes == sorted(WORDS), stored_notes)
+    scorecard(
+        23,
+        f"reads as a stored name: {len(twins)} whole words in one other script ({', '.join(sorted({s for s, _, _ in twins}))}) beside a stored key, in one call, and as twin project titles; 3 plain keys beside pre-rule look-alikes → looks_like_existing or ambiguous_target; a twin alone in its kind written (control)",
+        cases=cases,
+        bypasses=len(problems),
+        problems=problems[:20],
+    )
+    assert problems == []

@@ -1,0 +1,59 @@
+"""Names that read as one another: the fold that finds them.
+
+The door refuses a new name that is not in its plain form (NFKC) or holds a word mixing scripts
+(`operator_site.display`, "identifiers"). Two things get past that rule, and this module is how
+they are caught where it matters — where a name must pick out one thing:
+
+- a whole word in another script: "pay" written with three Cyrillic letters (U+0440, U+0430,
+  U+0443) is one script, so the door takes it, and it reads as "pay";
+- a plain name next to a look-alike stored before the rule: "employer" is plain, but a key
+  "employer" with a Cyrillic "e" (U+0435) may already be stored.
+
+`fold(text)` is what a name reads as: its plain form (NFKC), each character that reads as a printable
+ASCII character replaced by it (Unicode's confusables, UTS #39: `lookalike_table.READS_AS`, written
+by scripts/make_lookalikes.py), in lower case, with whitespace collapsed. Two names with the same fold
+read the same to the person, though they are different names to the database.
+
+What it does not fold, on purpose: ASCII characters into one another ("l" and "1", "O" and "0",
+"rn" and "m"): "fall" and "fail" must stay two names; and a character into more than one
+(confusables that read as two letters). A fold is compared, never stored as the name.
+
+Who uses it: a belief's key on add is refused when an active belief of its kind has a different key
+with the same fold (`beliefs.services`, `looks_like_existing`; the fold is stored in
+`Belief.key_alike` so the write's one snapshot statement finds it); a goal, priority or project named
+by title matches every item whose title folds the same, so a look-alike twin makes the name
+ambiguous rather than silently the other one (`goals.goal_model.kinds.normalise_label`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from operator_site.lookalike_table import READS_AS
+
+_TO_ASCII: dict[int, str] = READS_AS  # str.translate's table: code point -> text
+
+
+def fold(text: str | None) -> str:
+    """What a name reads as (see the module docstring); equal folds read the same."""
+    if not text:
+        return ""
+    if text.isascii():
+        return " ".join(text.lower().split())
+    plain = unicodedata.normalize("NFKC", text)
+    # NFKC again: a Cyrillic "e" with U+0301 read as "e" composes to "\u00e9", as a Latin one does.
+    read = unicodedata.normalize("NFKC", plain.translate(_TO_ASCII))
+    # Lower case, not case folding: "straße" and "strasse" do not read the same.
+    return " ".join(unicodedata.normalize("NFKC", read.lower()).split())
+
+
+def reads_as(text: str) -> list[tuple[str, str]]:
+    """The characters of `text` that read as another (each once, in order), with what they read as:
+    [("\u0440", "p"), ...]. For a refusal that must show why two names read the same."""
+    seen: dict[str, str] = {}
+    for ch in text:
+        plain = unicodedata.normalize("NFKC", ch)
+        read = plain.translate(_TO_ASCII)
+        if read != ch and ch not in seen:
+            seen[ch] = read
+    return list(seen.items())
