@@ -9,7 +9,6 @@ it superseded, the exact pre- and post-image of every belief it touched.
 from __future__ import annotations
 
 import difflib
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -225,18 +224,16 @@ def _spec(change: Any) -> ChangeSpec:
     )
 
 
-def _plain_key(key: str) -> str:
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", key).casefold())
-
-
 def _candidates(kind: str, key: str) -> list[str]:
-    """Keys a refused update or retire may have meant, first any that read as the same key (written in
-    full-width letters or a ligature, stored before the door refused them: each is updated or retired
-    by exactly its stored key), then the close ones."""
+    """Keys a refused update or retire may have meant, first any that read as the same key
+    (`operator_site.lookalikes`: written in full-width letters, a ligature or another script's
+    look-alike letters, stored before the door refused them: each is updated or retired by exactly
+    its stored key), then the close ones."""
     keys = list(
         Belief.objects.filter(kind=kind, status=Belief.Status.ACTIVE).values_list("key", flat=True)[:500]
     )
-    close = [k for k in keys if k != key and _plain_key(k) == _plain_key(key)]
+    reads = lookalikes.fold(key)
+    close = [k for k in keys if k != key and lookalikes.fold(k) == reads]
     close += [k for k in difflib.get_close_matches(key, keys, n=5, cutoff=0.5) if k not in close]
     close += [k for k in keys if (key in k or k in key) and k not in close]
     return close[:5]

@@ -12,10 +12,14 @@ from operator_site.lookalikes import fold
 
 def fold_stored_keys(apps: Any, schema_editor: Any) -> None:
     Belief = apps.get_model("beliefs", "Belief")
-    rows = list(Belief.objects.only("id", "key"))
-    for row in rows:
+    batch: list[Any] = []
+    for row in Belief.objects.only("id", "key").order_by("id").iterator(chunk_size=2000):
         row.key_alike = fold(row.key)
-    Belief.objects.bulk_update(rows, ["key_alike"], batch_size=500)
+        batch.append(row)
+        if len(batch) == 2000:  # a large world model is folded in bounded memory
+            Belief.objects.bulk_update(batch, ["key_alike"], batch_size=500)
+            batch = []
+    Belief.objects.bulk_update(batch, ["key_alike"], batch_size=500)
 
 
 class Migration(migrations.Migration):

@@ -76,3 +76,11 @@ def test_a_high_stakes_look_alike_is_refused_whatever_its_evidence(agent: Any, s
     # Nothing written, and the person's second sentence not spent.
     assert ConfirmationUse.objects.count() == 1 and Instruction.objects.count() == 2
     assert list(Belief.objects.values_list("key", flat=True)) == ["payday"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_update_of_a_key_not_there_lists_a_stored_key_that_reads_the_same_first(agent: Any) -> None:
+    assert _write(agent.principal, _add("note", "scrape"), _add("note", CYRILLIC_SCOPE))["ok"] is True
+    answer = _write(agent.principal, {"op": "update", "kind": "note", "key": "scope", "value": "w"})
+    assert answer["error"] == "belief_not_found"
+    assert answer["candidates"][0] == CYRILLIC_SCOPE and "scrape" in answer["candidates"]
