@@ -15,6 +15,7 @@ from django.db import connection
 from beliefs import services
 from beliefs.models import Belief, WorldModelChange, WorldModelVersion
 from beliefs.tests.helpers import run_tool
+from operator_site.lookalikes import fold
 from operator_site.models import ConfirmationUse
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -184,3 +185,52 @@ def test_unpinned_writers_racing_take_turns_instead_of_colliding(make_principal)
     chain = list(WorldModelVersion.objects.order_by("number").values_list("number", "supersedes"))
     assert chain == [(n, n - 1) for n in range(1, WRITERS * rounds + 1)], "the lineage forked or has gaps"
     assert Belief.objects.filter(kind="note").count() == WRITERS * rounds
+
+
+# Eight spellings of "scope" that read the same (operator_site.lookalikes): plain, and with one or more
+# Cyrillic letters in place of Latin ones — each a new key the door takes only word by word, so here
+# they are whole Cyrillic words or plain. Written at once, exactly one may stand.
+SCOPES = (
+    "scope",
+    "\u0455\u0441\u043e\u0440\u0435",  # all Cyrillic
+    "scope one",
+    "\u0455\u0441\u043e\u0440\u0435 one",
+    "scope \u043e\u0441\u0435",  # reads as "scope oce"
+    "scope oce",
+    "\u0455\u0441\u043e\u0440\u0435 \u043e\u0441\u0435",
+    "\u0455\u0441\u043e\u0440\u0435 oce",
+)
+
+
+def test_eight_writers_adding_keys_that_read_the_same_at_once_leave_one_of_each_reading(
+    make_principal,
+) -> None:
+    """Each round, eight writers each add one spelling at once; only one key per reading may be
+    active afterwards, and each loser is told it reads as the stored one or to retry (never written)."""
+    writers = [make_principal(f"alike-{i}").principal for i in range(WRITERS)]
+    barrier = threading.Barrier(WRITERS)
+    outcomes: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    rounds = 10
+
+    def write(i: int) -> None:
+        for r in range(rounds):
+            barrier.wait(timeout=60)
+            key = f"{SCOPES[i]} {r}"
+            answer = run_tool(
+                writers[i],
+                "operator_update_world_model",
+                {"changes": [{"op": "add", "kind": "note", "key": key, "value": "v"}]},
+            )
+            with lock:
+                outcomes.append(answer)
+
+    assert _run_writers(write) == []
+    codes = Counter("ok" if a.get("ok") else a.get("error") for a in outcomes)
+    assert set(codes) <= {"ok", "looks_like_existing", "version_conflict"}, codes
+    # Per round, "scope", "scope one" and "scope oce" are the three readings: at most one key each.
+    readings = Counter(
+        fold(key) for key in Belief.objects.filter(status="active").values_list("key", flat=True)
+    )
+    assert readings and max(readings.values()) == 1, readings
+    assert codes["ok"] == len(readings) == WorldModelVersion.objects.count()
