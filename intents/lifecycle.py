@@ -33,7 +33,13 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
-from operator_site.display import identifier_text, right_to_left_tokens, shown_start, visible_text
+from operator_site.display import (
+    identifier_text,
+    lookalike_tokens,
+    right_to_left_tokens,
+    shown_start,
+    visible_text,
+)
 from operator_site.errors import log_failure
 from operator_site.models import Principal
 from operator_site.notifications import notify, withdraw
@@ -353,6 +359,12 @@ def describe_intent(intent: Intent, *, then: Sequence[str] = ()) -> str:
             lines.append(
                 f"  (it mixes right-to-left and left-to-right characters: its right-to-left ones are shown "
                 f"as {', '.join(shown_as)}, so it reads in the order it is stored)"
+            )
+        passes_for = lookalike_tokens(intent.recipient)
+        if passes_for:
+            lines.append(
+                f"  (it is not the Latin name it reads as: a word of it is written in another "
+                f"script's letters, shown as {', '.join(passes_for)})"
             )
     if intent.amount_cents is not None:
         lines.append(f"Amount: {format_amount(intent.amount_cents)}")

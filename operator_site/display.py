@@ -59,6 +59,16 @@ proposal's lines and labels — the text is a `Named`: it spells the same string
 shows the identifiers in it that way. The admin's own columns and fields of identifiers go through
 `operator_site.admin.identifier_column`, and a model's ``__str__`` (a page's title and breadcrumbs)
 through `identifier_text`.
+
+**A word that reads as a Latin one.** The door takes a word written wholly in one other script, and
+some such words read exactly as a Latin word: "paypal" in six Cyrillic letters, so a recipient
+``billing@…paypal….com`` would pass for the Latin address on the page the person approves it on.
+In an identifier, each letter of a word whose every letter reads as an ASCII one
+(`operator_site.lookalikes.fold`) without being one is shown as a token too, named in its tooltip
+("reads as 'p', in a word of another script's letters that reads as the Latin 'paypal'"), and the
+page's banner says so. A word with any letter that reads as no Latin one ("москва") is shown as it
+is; a Russian word that happens to read as Latin (the word for "ear") is shown as tokens, which
+costs its reader, not its safety.
 """
 
 from __future__ import annotations
@@ -66,14 +76,15 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pydantic import BeforeValidator, StrictInt
 
-from operator_site import wording  # the one place that decides what a word mixing scripts is
+# wording: the one place that decides what a word mixing scripts is; lookalikes: what a word reads as
+from operator_site import lookalikes, wording
 
 # Letters and marks that are not format characters but render as nothing (or as blank space).
 # The last two: KHITAN SMALL SCRIPT FILLER, MUSICAL SYMBOL NULL NOTEHEAD.
@@ -337,32 +348,73 @@ def right_to_left_tokens(text: str | None) -> list[str]:
     return list(dict.fromkeys(token(ch) for ch in text if _is_right_to_left(ch)))
 
 
-def _in_stored_order(text: str, mark: Callable[[str], str]) -> str:
-    if not mixes_directions(text):
-        return text
-    return "".join(mark(ch) if _is_right_to_left(ch) else ch for ch in text)
+def lookalike_tokens(text: str | None) -> list[str]:
+    """The tokens `identifier_text` shows in place of the letters of a word that reads wholly as a
+    Latin word without being one ("paypal" in Cyrillic letters), each once in order."""
+    marks = _lookalike_marks(text or "")
+    return list(dict.fromkeys(token((text or "")[at]) for at in marks))
+
+
+def _lookalike_marks(text: str) -> dict[int, str]:
+    """Each non-ASCII character of a word that reads wholly as a Latin word (`operator_site.lookalikes`:
+    every one of its letters is another script's look-alike of a Latin one), by position, with what
+    its tooltip says. Such a word passes the door (one script), and shown as it is it would read as
+    the Latin word: a recipient "paypal.com" whose "paypal" is Cyrillic."""
+    marks: dict[int, str] = {}
+    for start, word in _words(text):
+        reads = lookalikes.fold(word)
+        if word.isascii() or not reads.isascii():
+            continue
+        for at, ch in enumerate(word, start):
+            if not ch.isascii():
+                marks[at] = (
+                    f"{describe_char(ch)} (reads as {lookalikes.fold(ch)!r}, in a word of another "
+                    f"script's letters that reads as the Latin {reads!r})"
+                )
+    return marks
+
+
+def _identifier_marks(text: str) -> dict[int, str]:
+    """The characters of an identifier shown as tokens, by position, with their tooltips: when it
+    mixes directions, each right-to-left character (so it reads in the order it is stored); and each
+    letter of a word that reads as a Latin word without being one."""
+    marks = _lookalike_marks(text)
+    if mixes_directions(text):
+        rtl = "(right-to-left, in an identifier that mixes directions)"
+        marks.update(
+            {at: f"{describe_char(ch)} {rtl}" for at, ch in enumerate(text) if _is_right_to_left(ch)}
+        )
+    return marks
 
 
 def identifier_text(value: Any) -> str:
     """An identifier (a recipient, an action type, a topic) for a plain-text surface: one line, hidden
-    characters as tokens, and, when it mixes directions, each right-to-left character as a token too,
-    so that it reads in the order it is stored."""
-    return _in_stored_order(visible_text(value, single_line=True), token)
+    characters as tokens, and as tokens too, when it mixes directions, each right-to-left character
+    (so that it reads in the order it is stored), and the letters of a word that reads as a Latin word
+    without being one (so that it does not pass for it)."""
+    text = visible_text(value, single_line=True)
+    marks = _identifier_marks(text)
+    return "".join(token(ch) if at in marks else ch for at, ch in enumerate(text)) if marks else text
 
 
 def visible_identifier_html(value: Any) -> SafeString:
     """`identifier_text` for an HTML page: escaped, every token marked (``op-hidden``, named in its
     tooltip, so the page's banner says so), direction isolated."""
     text = "" if value is None else str(value)
-    if not mixes_directions(text):
+    marks = _identifier_marks(text)
+    if not marks:
         return visible_html(text)
-    parts = []
-    for run in _runs(text):
-        if _is_right_to_left(run[0]):
-            title = f"{describe_char(run)} (right-to-left, in an identifier that mixes directions)"
-            parts.append(f'<span class="op-hidden" title="{escape(title)}">{token(run)}</span>')
-        else:
-            parts.append(mark_html_text(escape(run)))
+    parts, plain = [], []
+    for at, ch in enumerate(text):
+        if at not in marks:
+            plain.append(ch)
+            continue
+        if plain:
+            parts.append(mark_html_text(escape("".join(plain))))
+            plain = []
+        parts.append(f'<span class="op-hidden" title="{escape(marks[at])}">{token(ch)}</span>')
+    if plain:
+        parts.append(mark_html_text(escape("".join(plain))))
     return mark_safe(f'<bdi class="op-agent">{"".join(parts)}</bdi>')  # noqa: S308
 
 
@@ -406,19 +458,6 @@ class Named(str):
 
 def _parts_of(text: Any) -> tuple[tuple[str, bool], ...]:
     return text.parts if isinstance(text, Named) else (("" if text is None else str(text), False),)
-
-
-def _runs(text: str) -> list[str]:
-    """`text` cut into single right-to-left characters and the runs between them."""
-    runs: list[str] = []
-    for ch in text:
-        if _is_right_to_left(ch):
-            runs.append(ch)
-        elif runs and not _is_right_to_left(runs[-1][0]):
-            runs[-1] += ch
-        else:
-            runs.append(ch)
-    return runs
 
 
 # --- identifiers ------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ Who uses it: a belief's key on add is refused when an active belief of its kind 
 with the same fold (`beliefs.services`, `looks_like_existing`; the fold is stored in
 `Belief.key_alike` so the write's one snapshot statement finds it); a goal, priority or project named
 by title matches every item whose title folds the same, so a look-alike twin makes the name
-ambiguous rather than silently the other one (`goals.goal_model.kinds.normalise_label`).
+ambiguous rather than silently the other one (`goals.goal_model.state.resolve`).
 """
 
 from __future__ import annotations

@@ -74,8 +74,9 @@ def banner(described: list[str]) -> str:
     )
     return (
         '<div id="op-hidden-banner" role="alert">This page shows text that contains hidden characters '
-        "(controls, direction overrides, zero-width or other invisible characters) or right-to-left "
-        "characters in an identifier that mixes directions: "
+        "(controls, direction overrides, zero-width or other invisible characters), right-to-left "
+        "characters in an identifier that mixes directions, or another script's letters in a word of "
+        "an identifier that reads as a Latin word: "
         f'{shown}. Each one is shown where it is as a red token like <span class="op-hidden">[U+202E]'
         "</span>; read those values character by character before you act on them.</div>"
     )

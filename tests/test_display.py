@@ -128,6 +128,35 @@ def test_an_identifier_that_mixes_directions_reads_in_the_order_it_is_stored() -
     assert display.identifier_text("DE89\u200f 1234") == "DE89[U+200F] 1234"  # a mark is a hidden token
 
 
+def test_a_word_that_reads_as_a_latin_one_is_shown_as_tokens() -> None:
+    """ "paypal" in Cyrillic letters (one script: past the door) would pass for the Latin word; each of
+    its letters is a token, named in its tooltip. A word in another script that does not read wholly
+    as Latin, a Latin word and an accented one are shown as they are."""
+    paypal = "\u0440\u0430\u0443\u0440\u0430\u04cf"
+    assert display.identifier_text(f"billing@{paypal}.com") == (
+        "billing@[U+0440][U+0430][U+0443][U+0440][U+0430][U+04CF].com"
+    )
+    assert display.lookalike_tokens(f"pay {paypal}") == ["[U+0440]", "[U+0430]", "[U+0443]", "[U+04CF]"]
+    html = display.visible_identifier_html(f"{paypal}.com")
+    assert html.startswith('<bdi class="op-agent">') and paypal[0] not in html
+    assert "reads as the Latin &#x27;paypal&#x27;" in html and html.count('class="op-hidden"') == 6
+    # Full-width letters (stored before the door refused them) read as Latin too.
+    assert display.identifier_text("\uff54one") == "[U+FF54]one"
+    for plain in (
+        "paypal.com",
+        "\u043c\u043e\u0441\u043a\u0432\u0430",
+        "\u041c\u0430\u043c\u0430",
+        "caf\u00e9",
+    ):
+        assert display.identifier_text(plain) == plain and display.lookalike_tokens(plain) == []
+        assert display.visible_identifier_html(plain) == display.visible_html(plain)
+    # Both marks in one identifier: a right-to-left letter and a look-alike word.
+    both = display.identifier_text(f"\u05d0 {paypal}")
+    assert both == "[U+05D0] [U+0440][U+0430][U+0443][U+0440][U+0430][U+04CF]"
+    _, described = mark_page(f"<body><p>{display.visible_identifier_html(paypal)}</p></body>")
+    assert any("CYRILLIC SMALL LETTER ER (reads as 'p'" in d for d in described)
+
+
 def test_identifiers_are_stricter_and_the_refusal_names_the_character() -> None:
     for ch in ("\n", "\t", "\u00a0", "\ufe0f", "\u202e"):
         problem = display.identifier_problem(f"ab{ch}c")

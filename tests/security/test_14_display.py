@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from operator_site.display import (
     has_hidden,
     header_text,
     identifier_text,
+    lookalike_tokens,
     right_to_left_tokens,
     token,
     visible_html,
@@ -507,6 +509,127 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
     scorecard(
         14,
         f"directions: {len(MIXED_DIRECTIONS)} recipients (and topics) that mix directions x approval page, admin pages, email, webhook: read as stored",
+        cases=cases,
+        bypasses=len(problems),
+        problems=dict(list(problems.items())[:10]),
+    )
+    assert problems == {}
+
+
+def _whole_word_look_alikes() -> list[str]:
+    """Recipients whose one non-Latin word reads wholly as a Latin one, built from the fold's own table
+    per script ("paypal" in Cyrillic letters): each passes the door, one script per word."""
+    from operator_site.lookalike_table import READS_AS
+
+    out = []
+    for script, word, domain in (
+        ("CYRILLIC", "paypal", "com"),
+        ("CYRILLIC", "apple", "com"),
+        ("CYRILLIC", "scope", "io"),
+        ("GREEK", "pop", "io"),
+        ("GREEK", "ivy", "org"),
+        ("ARMENIAN", "hugo", "net"),
+        ("COPTIC", "crop", "com"),
+        ("LATIN", "ace", "com"),  # Latin letters outside ASCII (U+0251, U+1D04, ...)
+    ):
+        letters: dict[str, str] = {}
+        for code, plain in sorted(READS_AS.items()):
+            ch = chr(code)
+            if unicodedata.name(ch, "").startswith(script) and plain.islower() and ch.lower() == ch:
+                letters.setdefault(plain, ch)
+        assert all(ch in letters for ch in word), (script, word)
+        out.append(f"billing@{''.join(letters[ch] for ch in word)}.{domain}")
+    return out
+
+
+def test_a_word_that_reads_as_a_latin_one_is_shown_as_tokens_wherever_it_is_approved(
+    principals, scorecard, settings, client
+) -> None:
+    """A recipient "billing@paypal.com" whose "paypal" is six Cyrillic letters passes the door (each
+    word is one script) and, shown as it is, reads as the Latin address on the page the person approves
+    it on. Each of its look-alike letters is shown as a marked token — the approval page, the admin's
+    intent list and change pages, the notice's email and webhook — the page is flagged, and the email
+    says it is not the name it reads as. Controls: names in another script that do not read as Latin
+    (Cyrillic, Greek, Hebrew, accented Latin) and plain ASCII are shown as they are, unflagged."""
+    receiver = WebhookReceiver().start()
+    settings.OPERATOR_WEBHOOK_URL = receiver.url
+    settings.OPERATOR_NOTIFY_EMAIL = "person@example.com"
+    agent = principals["full_agent"].principal
+    client.login(username="owner", password="pw-owner-123")
+    look_alikes = _whole_word_look_alikes()
+    controls = [
+        "billing@paypal.com",
+        "\u041c\u0430\u043c\u0430",  # "mama": its capital M and its "a" read as Latin, its small m does not
+        "\u043c\u043e\u0441\u043a\u0432\u0430",
+        "\u03b1\u03b2\u03b3",
+        "\u05d3\u05e0\u05d9 \u05db\u05d4\u05df",
+        "caf\u00e9@example.fr",
+    ]
+    problems: dict[str, list[str]] = {}
+    cases = 0
+    try:
+        for i, recipient in enumerate([*look_alikes, *controls]):
+            alike = recipient in look_alikes
+            tokens = lookalike_tokens(recipient)
+            assert bool(tokens) is alike, (recipient, tokens)
+            answer = run_tool(
+                agent,
+                "operator_record_action_intent",
+                {
+                    "action": {
+                        "type": "spend",
+                        "title": f"Pay invoice {i}",
+                        "recipient": recipient,
+                        "amount_cents": 9900,
+                    }
+                },
+            )
+            assert answer.get("status") == "pending_approval", answer
+            intent = Intent.objects.get(pk=answer["id"])
+            assert intent.recipient == recipient  # the door let it through, as stored
+            notice = Notification.objects.get(dedupe_key=f"intent:{intent.id}")
+            pages = {
+                "approval page": client.get(f"/admin/intents/intent/{intent.pk}/decide/"),
+                "intent change page": client.get(f"/admin/intents/intent/{intent.pk}/change/"),
+                "intent list": client.get("/admin/intents/intent/"),
+            }
+            for name, response in pages.items():
+                cases += 1
+                html = response.content.decode()
+                text = shown_text(html)
+                wrong = []
+                if response.status_code != 200:
+                    wrong.append(f"HTTP {response.status_code}")
+                if alike:
+                    if recipient in text:
+                        wrong.append("shown as stored, where it reads as the Latin name")
+                    if identifier_text(recipient) not in text or any(t not in text for t in tokens):
+                        wrong.append(f"its look-alike letters not shown as tokens {tokens}")
+                    if 'id="op-hidden-banner"' not in html or "reads as a Latin word" not in html:
+                        wrong.append("the page is not flagged")
+                elif recipient not in text:
+                    wrong.append("a control not shown as stored")
+                if wrong:
+                    problems[f"{name} {recipient!r}"] = wrong
+            cases += 2
+            email = email_of(notice)
+            [hit] = [h for h in receiver.hits if json.loads(h.body)["id"] == notice.id]
+            for surface, text in (("email", email), ("webhook", json.loads(hit.body)["body"])):
+                wrong = []
+                if f"To: {identifier_text(recipient)}" not in text.split("\n"):
+                    wrong.append("the To: line")
+                if alike and recipient in text:
+                    wrong.append("shown as stored")
+                noted = [line for line in text.split("\n") if "not the Latin name it reads as" in line]
+                if alike != bool(noted) or any(t not in noted[0] for t in tokens):
+                    wrong.append(f"the note naming its tokens {tokens}: {noted!r}")
+                if wrong:
+                    problems[f"{surface} {recipient!r}"] = wrong
+    finally:
+        receiver.stop()
+    scorecard(
+        14,
+        f"look-alike words: {len(look_alikes)} recipients with a word of another script that reads as a Latin one (Cyrillic, Greek, Armenian, Coptic, non-ASCII Latin), {len(controls)} controls x approval page, admin pages, email, webhook: tokens, flagged, said",
         cases=cases,
         bypasses=len(problems),
         problems=dict(list(problems.items())[:10]),
