@@ -245,3 +245,19 @@ def email_of(notice: Any) -> str:
     subject = notice_channels.email_subject(notice)
     [email] = [m for m in mail.outbox if m.subject == subject]
     return email.body
+
+
+def look_alike_letters(script: str) -> dict[str, str]:
+    """A script's lower-case letters that read as a lower-case Latin one (the fold's own table,
+    operator_site.lookalike_table): {"a": "\\u0430", ...} for "CYRILLIC". Checks 14 and 23 build
+    whole words from them that one script writes and that read as a Latin word ("paypal")."""
+    import unicodedata
+
+    from operator_site.lookalike_table import READS_AS
+
+    out: dict[str, str] = {}
+    for code, plain in sorted(READS_AS.items()):
+        ch = chr(code)
+        if unicodedata.name(ch, "").startswith(script) and plain.islower() and ch.lower() == ch:
+            out.setdefault(plain, ch)
+    return out

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
 from typing import Any
 
 import pytest
@@ -44,7 +43,7 @@ from operator_site.display import (
 from operator_site.models import AuditEvent, Notification
 from tests.fixtures import SEED_HEADERS, asgi_http
 from tests.receivers import WebhookReceiver
-from tests.security.helpers import email_of, envelope_of, message_of, run_tool, tools_call
+from tests.security.helpers import email_of, envelope_of, look_alike_letters, message_of, run_tool, tools_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -519,8 +518,6 @@ def test_an_identifier_that_mixes_directions_is_shown_in_the_order_it_is_stored(
 def _whole_word_look_alikes() -> list[str]:
     """Recipients whose one non-Latin word reads wholly as a Latin one, built from the fold's own table
     per script ("paypal" in Cyrillic letters): each passes the door, one script per word."""
-    from operator_site.lookalike_table import READS_AS
-
     out = []
     for script, word, domain in (
         ("CYRILLIC", "paypal", "com"),
@@ -532,11 +529,7 @@ def _whole_word_look_alikes() -> list[str]:
         ("COPTIC", "crop", "com"),
         ("LATIN", "ace", "com"),  # Latin letters outside ASCII (U+0251, U+1D04, ...)
     ):
-        letters: dict[str, str] = {}
-        for code, plain in sorted(READS_AS.items()):
-            ch = chr(code)
-            if unicodedata.name(ch, "").startswith(script) and plain.islower() and ch.lower() == ch:
-                letters.setdefault(plain, ch)
+        letters = look_alike_letters(script)
         assert all(ch in letters for ch in word), (script, word)
         out.append(f"billing@{''.join(letters[ch] for ch in word)}.{domain}")
     return out

@@ -28,7 +28,6 @@ notice. The class, through the real tools over POST /mcp (in-process):
 from __future__ import annotations
 
 import functools
-import unicodedata
 from typing import Any
 
 import pytest
@@ -42,7 +41,7 @@ from intents.models import Directive, Intent
 from operator_site import display
 from operator_site.models import AuditEvent
 from tests.fixtures import asgi_http, orm
-from tests.security.helpers import envelope_of, message_of, post, tools_call
+from tests.security.helpers import envelope_of, look_alike_letters, message_of, post, tools_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -650,24 +649,11 @@ WORDS = (
 SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "LATIN", "CHEROKEE", "COPTIC", "GEORGIAN")
 
 
-def _look_alike_letters(script: str) -> dict[str, str]:
-    from operator_site.lookalike_table import READS_AS
-
-    out: dict[str, str] = {}
-    for code, plain in sorted(READS_AS.items()):
-        ch = chr(code)
-        name = unicodedata.name(ch, "")
-        # lower case stays itself (keys are stored lower-cased) and reads as a lower-case Latin letter
-        if name.startswith(script) and plain.islower() and ch.lower() == ch:
-            out.setdefault(plain, ch)
-    return out
-
-
 def _whole_word_twins() -> list[tuple[str, str, str]]:
     """(script, plain word, the word written wholly in that script's look-alike letters)."""
     twins = []
     for script in SCRIPTS:
-        letters = _look_alike_letters(script)
+        letters = look_alike_letters(script)  # lower case: keys are stored lower-cased
         for word in WORDS:
             if all(ch in letters for ch in word):
                 twins.append((script, word, "".join(letters[ch] for ch in word)))
