@@ -361,6 +361,8 @@ def _lookalike_marks(text: str) -> dict[int, str]:
     its tooltip says. Such a word passes the door (one script), and shown as it is it would read as
     the Latin word: a recipient "paypal.com" whose "paypal" is Cyrillic."""
     marks: dict[int, str] = {}
+    if text.isascii():  # the common case, on every identifier a page shows
+        return marks
     for start, word in _words(text):
         reads = lookalikes.fold(word)
         if word.isascii() or not reads.isascii():

@@ -196,17 +196,6 @@ class Draft:
 
 
 @dataclass(frozen=True)
-class Base:
-    """What `Lineage.read_base` read in one statement: the version a write extends, the live images
-    of the entities asked for (None: absent), and the images of the rows that read as those probed
-    (`LiveRows.alike`)."""
-
-    version: int
-    images: dict[str, Image | None]
-    alike: Sequence[Image] = ()
-
-
-@dataclass(frozen=True)
 class EntityChange:
     entity: str
     before: Image | None
@@ -528,8 +517,8 @@ class Lineage:
     ) -> Draft:
         """The draft of a write extending the current version (or refused: `expected_version` is
         not it), with the live images of `entities` and the rows that read as those in `alike`."""
-        base = self.read_base(entities, alike)
-        current, images = base.version, base.images
+        draft = self.read_base(entities, alike)
+        current = draft.base
         if expected_version is not None and expected_version != current:
             raise VersionConflict(
                 reason=(
@@ -539,10 +528,10 @@ class Lineage:
                 current_version=current,
                 expected_version=expected_version,
             )
-        return Draft(base=current, images=images, alike=base.alike)
+        return draft
 
-    def read_base(self, entities: Sequence[str] = (), alike: Sequence[str] = ()) -> Base:
-        """The version a write extends and, when the store reads its rows many at once
+    def read_base(self, entities: Sequence[str] = (), alike: Sequence[str] = ()) -> Draft:
+        """A draft on the version a write extends and, when the store reads its rows many at once
         (`LiveRows`), the live images of `entities` and of the rows that read as those in `alike`
         (`LiveRows.alike`) — ONE statement, so one snapshot: they are the state of that version.
 
@@ -558,7 +547,7 @@ class Lineage:
         live: LiveRows | None = getattr(self.store, "live", None)
         if live is None or not entities:
             current, _ = read_after_lock(lock, self.version_model, "number")
-            return Base(current or 0, {})
+            return Draft(base=current or 0)
         keys = {entity: live.key(entity) for entity in entities}
         also_fields, probe = live.alike if live.alike and alike else ((), None)
         probes = [probe(entity) for entity in alike] if probe else []
@@ -569,7 +558,7 @@ class Lineage:
         images = {entity: _image_or_none(live, by_key.get(key)) for entity, key in keys.items()}
         wanted = set(probes)
         looks = [row for row in rows if wanted and tuple(getattr(row, f) for f in also_fields) in wanted]
-        return Base(current or 0, images, [live.image(row) for row in looks])
+        return Draft(base=current or 0, images=images, alike=[live.image(row) for row in looks])
 
     @contextmanager
     def stable(self, draft: Draft) -> Iterator[None]:

@@ -13,7 +13,7 @@ import pytest
 from beliefs.models import Belief, WorldModelVersion
 from beliefs.services import WORLD_MODEL
 from beliefs.tests.helpers import add, run_tool, update
-from operator_site.lineage import Base, Lineage
+from operator_site.lineage import Draft, Lineage
 from operator_site.models import AuditEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,12 +34,12 @@ def stale_reads(monkeypatch: Any) -> StaleReads:
     real = Lineage.read_base
     reads = StaleReads()
 
-    def read_base(self: Lineage, entities: Any = (), alike: Any = ()) -> Base:
-        base = real(self, entities, alike)
-        if reads.left and base.version > 0:
+    def read_base(self: Lineage, entities: Any = (), alike: Any = ()) -> Draft:
+        draft = real(self, entities, alike)
+        if reads.left and draft.base > 0:
             reads.left -= 1
-            return dataclasses.replace(base, version=base.version - 1)
-        return base
+            return dataclasses.replace(draft, base=draft.base - 1)
+        return draft
 
     monkeypatch.setattr(Lineage, "read_base", read_base)
     return reads
