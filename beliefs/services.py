@@ -39,6 +39,7 @@ from operator_site.lineage import (
     Lineage,
     LiveRows,
     LiveStore,
+    Plan,
     is_number,
     is_text,
     one_of,
@@ -259,16 +260,67 @@ def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> N
             others.append(earlier.key)
         if others:
             other = sorted(others)[0]
-            existing = entity_of(spec.kind, other)
-            raise Refusal(
-                "looks_like_existing",
-                f"{spec.entity} reads as {existing}, another belief"
-                f"{' in this call' if existing == earlier.entity else ''} ({_why_alike(spec.key, other)}): "
-                "two keys that read the same would show the person two beliefs as one. Update or retire "
-                "that belief by its key, or choose a key that reads differently. Nothing was written.",
-                entity=spec.entity,
-                existing=existing,
+            raise _looks_like(
+                spec.kind, spec.key, other, in_this_call=entity_of(spec.kind, other) == earlier.entity
             )
+
+
+def _looks_like(
+    kind: str, key: str, other: str, *, in_this_call: bool = False, undo: bool = False
+) -> Refusal:
+    entity, existing = entity_of(kind, key), entity_of(kind, other)
+    instead = (
+        "An agent's revert never brings a belief back beside one that reads the same; the person may"
+        if undo
+        else "Update or retire that belief by its key, or choose a key that reads differently"
+    )
+    return Refusal(
+        "looks_like_existing",
+        f"{entity} reads as {existing}, another {'active ' if undo else ''}belief"
+        f"{' in this call' if in_this_call else ''} ({_why_alike(key, other)}): two keys that read the same "
+        f"would show the person two beliefs as one. {instead}. Nothing was written.",
+        entity=entity,
+        existing=existing,
+    )
+
+
+def _refuse_revived_lookalikes(plan: Plan) -> None:
+    """An agent's undo or restore that would make a belief active again beside another active
+    belief of its kind whose key reads the same is refused, as adding it would be
+    (`_refuse_lookalikes`): a version may hold a key that had no twin when it was written. The
+    person's own revert is never refused for it (`Reverter.check_agent_plan`): a later write
+    naming either key is then refused as ambiguous, with both as candidates."""
+    after = {c.entity: c.after for c in plan.changes}
+    revived = [
+        image
+        for change in plan.changes
+        if (image := change.after) is not None
+        and image["status"] == Belief.Status.ACTIVE
+        and (change.before is None or change.before["status"] != Belief.Status.ACTIVE)
+    ]
+    if not revived:
+        return
+    folds = {(image["kind"], lookalikes.fold(image["key"])) for image in revived}
+    stored = Belief.objects.filter(
+        status=Belief.Status.ACTIVE,
+        kind__in={kind for kind, _ in folds},
+        key_alike__in={fold for _, fold in folds},
+    ).values_list("kind", "key")
+    live = [
+        (kind, key)
+        for kind, key in stored
+        if entity_of(kind, key) not in after  # the plan's own images say what becomes of those
+    ]
+    live += [
+        (image["kind"], image["key"])
+        for image in after.values()
+        if image is not None and image["status"] == Belief.Status.ACTIVE
+    ]
+    for image in revived:
+        kind, key, fold = image["kind"], image["key"], lookalikes.fold(image["key"])
+        others = sorted(k for c, k in live if c == kind and k != key and lookalikes.fold(k) == fold)
+        if others:
+            raise _looks_like(kind, key, others[0], undo=True)
 
 
 def _why_alike(key: str, other: str) -> str:
@@ -487,6 +539,7 @@ REVERTER = Reverter(
         "that changed other beliefs keep their changes."
     ),
     restore_noop_note="The model already holds the state of version {number}.",
+    check_agent_plan=_refuse_revived_lookalikes,
 )
 VERSIONED = VersionedModel(SCOPE, REVERTER, GATE)
 

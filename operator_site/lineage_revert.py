@@ -53,6 +53,9 @@ class Reverter:
     restore_noop_note: str = "The {label} already holds the state of version {number}."
     check_plan: Callable[[Plan], None] = _no_check  # raise Refusal to refuse a plan (before committing)
     verify: Callable[[], None] = _nothing_to_verify  # invariants checked after a revert is applied
+    # What else an agent may not revert (raise Refusal); the person may revert anything: an agent
+    # must never be able to stand in the way of the person's one-tap undo.
+    check_agent_plan: Callable[[Plan], None] = _no_check
     savepoint: bool = False  # run each undo / restore / revert in a savepoint of its own
 
     # --- acting ---------------------------------------------------------------------------------------
@@ -110,9 +113,9 @@ class Reverter:
 
     def check_powers(self, plan: Plan, principal: Principal) -> None:
         """What an agent may not revert (the person may revert anything): anyone else's change
-        (`revert_not_own`), and an undo or restore that puts back a high-stakes change that was
-        itself undone (`reapply_needs_evidence`: that is a new high-stakes write, which needs the
-        person's fresh words like any other)."""
+        (`revert_not_own`), what the model's own `check_agent_plan` refuses, and an undo or restore
+        that puts back a high-stakes change that was itself undone (`reapply_needs_evidence`: that is
+        a new high-stakes write, which needs the person's fresh words like any other)."""
         if principal.is_human:
             return
         others = sorted(v for v, who in plan.undone_principals.items() if who != principal.id)
@@ -123,6 +126,7 @@ class Reverter:
                 "agent can only undo its own changes; the person can revert anything. Nothing was written.",
                 versions=others,
             )
+        self.check_agent_plan(plan)
         high = [c.entity for c in plan.changes if self.is_high(c.entity)]
         if not high or not plan.undoes:
             return

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from beliefs.models import Belief
+from beliefs.models import Belief, WorldModelVersion
 from beliefs.tests.helpers import run_tool
 from operator_site.lookalikes import fold
 from operator_site.models import ConfirmationUse, Instruction
@@ -84,3 +84,72 @@ def test_an_update_of_a_key_not_there_lists_a_stored_key_that_reads_the_same_fir
     answer = _write(agent.principal, {"op": "update", "kind": "note", "key": "scope", "value": "w"})
     assert answer["error"] == "belief_not_found"
     assert answer["candidates"][0] == CYRILLIC_SCOPE and "scrape" in answer["candidates"]
+
+
+# --- a revert that would bring a look-alike back -----------------------------------------------------
+def _revert(principal: Any, **arguments: Any) -> dict[str, Any]:
+    return run_tool(principal, "operator_revert_world_model", arguments)
+
+
+def _active() -> list[str]:
+    return sorted(Belief.objects.filter(status=Belief.Status.ACTIVE).values_list("key", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agents_undo_never_brings_a_key_back_beside_one_that_reads_the_same(
+    agent: Any, make_principal: Any, owner: Any
+) -> None:
+    """Agent A retires "scope"; agent B then adds "scope" in Cyrillic letters (no active twin then). A's
+    undo of its retire would make "scope" active beside it: refused, nothing written. The person's
+    own undo is never refused for it (an agent must not stand in the way of it)."""
+    other = make_principal("other-agent")
+    assert _write(agent.principal, _add("note", "scope"), _add("note", "tone"))["ok"] is True
+    assert _write(agent.principal, {"op": "retire", "kind": "note", "key": "scope"})["ok"] is True
+    assert _write(other.principal, _add("note", CYRILLIC_SCOPE))["ok"] is True
+    versions = WorldModelVersion.objects.count()
+    answer = _revert(agent.principal)
+    assert answer["error"] == "looks_like_existing", answer
+    assert answer["entity"] == "note/scope" and answer["existing"] == f"note/{CYRILLIC_SCOPE}"
+    assert "U+0455 CYRILLIC SMALL LETTER DZE reads as 's'" in answer["reason"]
+    assert "the person may" in answer["reason"]
+    assert WorldModelVersion.objects.count() == versions and _active() == sorted([CYRILLIC_SCOPE, "tone"])
+    # The same undo by version number (a restore to the version before the retire): refused too.
+    assert _revert(agent.principal, to_version=1)["error"] in {"looks_like_existing", "revert_not_own"}
+    # The person's undo goes through; naming either key by its exact text still works.
+    answer = _revert(owner.principal)
+    assert answer["ok"] is True and answer["undid_versions"] == [3]
+    assert _revert(owner.principal)["ok"] is True  # undoes the retire of "scope"
+    assert _active() == sorted(["scope", "tone"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agents_restore_brings_back_no_twin_and_may_swap_one_for_the_other(
+    agent: Any, owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from beliefs import services
+
+    # A version that held two keys reading the same: written before the rule (here, the rule off).
+    monkeypatch.setattr(services, "_refuse_lookalikes", lambda adds, stored: None)
+    assert _write(agent.principal, _add("note", "scope"), _add("note", CYRILLIC_SCOPE))["ok"] is True
+    monkeypatch.undo()
+    both = WorldModelVersion.objects.order_by("-number").values_list("number", flat=True)[0]
+    assert _write(agent.principal, {"op": "retire", "kind": "note", "key": CYRILLIC_SCOPE})["ok"] is True
+    assert _write(agent.principal, {"op": "retire", "kind": "note", "key": "scope"})["ok"] is True
+    # Back to the version that held both: both would come back at once. Refused.
+    answer = _revert(agent.principal, to_version=both)
+    assert answer["error"] == "looks_like_existing", answer
+    assert {answer["entity"], answer["existing"]} == {"note/scope", f"note/{CYRILLIC_SCOPE}"}
+    # Back to the one after it: only "scope" comes back, nothing active beside it reads the same.
+    assert _revert(agent.principal, to_version=both + 1)["ok"] is True
+    assert _active() == ["scope"]
+    # The Cyrillic key in its place; then a restore that brings "scope" back while it takes the
+    # Cyrillic twin away leaves no twin.
+    assert _write(agent.principal, {"op": "retire", "kind": "note", "key": "scope"})["ok"] is True
+    assert _write(agent.principal, _add("note", CYRILLIC_SCOPE))["ok"] is True
+    assert _active() == [CYRILLIC_SCOPE]
+    answer = _revert(agent.principal, to_version=both + 1)
+    assert answer["ok"] is True and _active() == ["scope"], answer
+    # An undo that revives a key nothing reads as is fine.
+    assert _write(agent.principal, _add("note", "tone"))["ok"] is True
+    assert _write(agent.principal, {"op": "retire", "kind": "note", "key": "tone"})["ok"] is True
+    assert _revert(agent.principal)["ok"] is True and _active() == ["scope", "tone"]

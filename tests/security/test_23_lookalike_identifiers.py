@@ -754,3 +754,81 @@ async def test_names_that_read_as_a_stored_one_are_refused_or_ambiguous(
         problems=problems[:20],
     )
     assert problems == []
+
+
+async def test_an_agents_revert_brings_back_no_key_beside_one_that_reads_the_same(
+    principals, make_principal, scorecard, no_rate_limit
+) -> None:
+    """A version may hold a key that had no twin when it was written: agent A retires "payday",
+    agent B then adds "payday" in Cyrillic letters (no active twin then), and A's undo of its
+    retire would make both active. An agent's revert is refused for it (`looks_like_existing`);
+    the person's never is (beliefs.services, `_refuse_revived_lookalikes`)."""
+    writer, other = principals["full_agent"], await orm(lambda: make_principal("other-agent"))
+    twins = _whole_word_twins()
+    problems: list[str] = []
+    cases = 0
+
+    def expect(what: str, ok: bool, body: Any) -> None:
+        nonlocal cases
+        cases += 1
+        if not ok:
+            problems.append(f"{what}: {str(body)[:300]}")
+
+    def change(op: str, kind: str, key: str) -> dict[str, Any]:
+        return {"changes": [{"op": op, "kind": kind, "key": key, **({"value": "v"} if op == "add" else {})}]}
+
+    async with asgi_http(writer.token) as mine, asgi_http(other.token) as theirs:
+        controlled: set[str] = set()
+        for script, plain, look_alike in twins:
+            # A second word per script: the same word's twins in two scripts read the same.
+            word, twin = f"{plain} {script.lower()}", f"{look_alike} {script.lower()}"
+            for http, arguments in (
+                (mine, change("add", "preference", word)),
+                (mine, change("retire", "preference", word)),
+                (theirs, change("add", "preference", twin)),
+            ):
+                body, _ = await _call(http, "operator_update_world_model", arguments)
+                assert body.get("ok") is True, body
+            body, _ = await _call(mine, "operator_revert_world_model", {})
+            expect(
+                f"{script} {word!r}: the undo of its retire beside the twin",
+                body.get("error") == "looks_like_existing"
+                and body.get("existing") == f"preference/{twin}"
+                and body.get("entity") == f"preference/{word}",
+                body,
+            )
+            if script in controlled:
+                continue
+            # Control, once per script: the twin in another kind; the undo is written.
+            controlled.add(script)
+            for http, arguments in (
+                (mine, change("add", "risk", word)),
+                (mine, change("retire", "risk", word)),
+                (theirs, change("add", "note", twin)),
+            ):
+                body, _ = await _call(http, "operator_update_world_model", arguments)
+                assert body.get("ok") is True, body
+            body, _ = await _call(mine, "operator_revert_world_model", {})
+            expect(
+                f"{script} {word!r}: the undo, the twin in another kind (control)",
+                body.get("ok") is True,
+                body,
+            )
+
+    active = await orm(
+        lambda: sorted(
+            Belief.objects.filter(kind="preference", status=Belief.Status.ACTIVE).values_list(
+                "key", flat=True
+            )
+        )
+    )
+    twins_written = sorted(f"{t} {s.lower()}" for s, _, t in twins)
+    expect("only the twins active among the preferences", active == twins_written, active)
+    scorecard(
+        23,
+        f"reads as a stored name, brought back: {len(twins)} agents' undos of a retire beside a twin another agent added since → looks_like_existing; one undo per script beside a twin of another kind written (control)",
+        cases=cases,
+        bypasses=len(problems),
+        problems=problems[:20],
+    )
+    assert problems == []
