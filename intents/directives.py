@@ -15,6 +15,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from intents.models import Directive
+from operator_site import lookalikes
+from operator_site.display import hidden_re
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
 from operator_site.sql import instances
@@ -108,12 +110,23 @@ def active_directives(now: datetime | None = None) -> list[Directive]:
     return instances(_in_force, now=now or timezone.now())
 
 
+def _reads(text: str) -> str:
+    """What a topic or a notice's text reads as: its invisible characters dropped (a zero-width space
+    or a soft hyphen inside "pay\u200bpal" is shown as a token, but must not split the word a mute
+    looks for), then folded (`operator_site.lookalikes.fold`: plain form, each look-alike letter as the
+    ASCII one it reads as, lower case, spaces collapsed). A notice's title is free text, so it may
+    hold either."""
+    return lookalikes.fold(hidden_re().sub("", text))
+
+
 def is_about(directive_topic: str, *texts: str) -> bool:
-    """A notice is about a topic when the topic's words appear, whole, in its topic or title."""
-    topic = normalise_topic(directive_topic)
+    """A notice is about a topic when the topic's words appear, whole, in its topic or title, as the
+    person reads them (`_reads`): a mute on "paypal" holds a title that spells it in Cyrillic
+    letters or with a zero-width space inside; a focus on it lets such a title through."""
+    topic = _reads(directive_topic)
     if not topic:
         return False
-    text = " ".join(normalise_topic(t) for t in texts if t)
+    text = " ".join(_reads(t) for t in texts if t)
     return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
 
 

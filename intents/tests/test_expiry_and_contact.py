@@ -120,6 +120,41 @@ def test_a_muted_topic_holds_only_requests_about_it(agent, record) -> None:
     assert sorted(released) == sorted([notice_of(muted).id, notice_of(in_title).id])
 
 
+CYRILLIC_PAYPAL = "\u0440\u0430\u0443\u0440\u0430\u04cf"  # six Cyrillic letters reading as "paypal"
+
+
+@pytest.mark.parametrize(
+    ("title", "topic"),
+    [
+        (f"Your {CYRILLIC_PAYPAL} statement", None),  # a whole word in another script
+        ("Your \u0440ay\u0440al statement", None),  # two Cyrillic letters in a Latin word (free text)
+        ("Your pay\u200bpal statement", None),  # a zero-width space inside
+        ("Your pay\u00adpal statement", None),  # a soft hyphen inside
+        ("Your PAY\u2060PAL statement", None),  # a word joiner, in capitals
+        ("Your \uff50\uff41\uff59\uff50\uff41\uff4c statement", None),  # full-width letters
+        ("Monthly statement", CYRILLIC_PAYPAL),  # the topic itself
+    ],
+)
+def test_a_mute_holds_a_request_that_spells_its_topic_so_it_reads_the_same(
+    agent, record, title, topic
+) -> None:
+    """A notice's title is free text: spelled with look-alike letters or an invisible character
+    inside, it still reads as the muted word to the person, and is held (intents.directives._reads)."""
+    directive(agent, "topic_mute", "paypal")
+    intent, _ = record(agent, title=title, topic=topic)
+    assert notice_of(intent).state == "held", title
+    # Controls: another word, or the word inside a longer one, is not about it.
+    other, _ = record(agent, title="Your paypals statement", topic="payroll")
+    assert notice_of(other).state == "delivered"
+
+
+def test_a_focus_reads_its_topic_the_same_way(agent, record) -> None:
+    directive(agent, "focus", "paypal")
+    on_topic, _ = record(agent, title=f"Your {CYRILLIC_PAYPAL} statement", topic=None)
+    off_topic, _ = record(agent, title="Your pay pal statement", topic=None)
+    assert (notice_of(on_topic).state, notice_of(off_topic).state) == ("delivered", "held")
+
+
 def test_focus_holds_off_topic_requests_and_lets_on_topic_ones_through(agent, record) -> None:
     directive(agent, "focus", "tax return")
     on_topic, _ = record(agent, title="Pay the accountant", topic="tax return")
