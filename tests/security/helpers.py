@@ -4,6 +4,7 @@ hold after anything an attacker tried."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -261,3 +262,17 @@ def look_alike_letters(script: str) -> dict[str, str]:
         if unicodedata.name(ch, "").startswith(script) and plain.islower() and ch.lower() == ch:
             out.setdefault(plain, ch)
     return out
+
+
+@dataclass
+class Tally:
+    """A check's cases and what got past it: `expect(what, ok, body)` counts a case, and keeps
+    `what` with the start of `body` when `ok` is false (a bypass)."""
+
+    cases: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def expect(self, what: str, ok: bool, body: Any) -> None:
+        self.cases += 1
+        if not ok:
+            self.problems.append(f"{what}: {str(body)[:300]}")

@@ -41,7 +41,7 @@ from intents.models import Directive, Intent
 from operator_site import display
 from operator_site.models import AuditEvent
 from tests.fixtures import asgi_http, orm
-from tests.security.helpers import envelope_of, look_alike_letters, message_of, post, tools_call
+from tests.security.helpers import Tally, envelope_of, look_alike_letters, message_of, post, tools_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -366,14 +366,8 @@ async def test_names_stored_before_the_rule_can_be_read_updated_and_retired(
     agent or the person can clean them up; the plain name finds them as candidates, and in the goal
     model naming either where both exist is ambiguous, never silently one of them."""
     agent = principals["full_agent"]
-    problems: list[str] = []
-    cases = 0
-
-    def expect(what: str, ok: bool, body: Any) -> None:
-        nonlocal cases
-        cases += 1
-        if not ok:
-            problems.append(f"{what}: {body}")
+    tally = Tally()
+    expect, problems = tally.expect, tally.problems
 
     async with asgi_http(agent.token) as http:
         with monkeypatch.context() as before_the_rule:
@@ -587,7 +581,7 @@ async def test_names_stored_before_the_rule_can_be_read_updated_and_retired(
     scorecard(
         23,
         "cleanup: keys, titles and topics stored before the rule → read, updated, retired, renamed and cleared by their stored name or id; the plain name finds them as candidates or ambiguous",
-        cases=cases,
+        cases=tally.cases,
         bypasses=len(problems),
         problems=problems,
     )
@@ -665,14 +659,8 @@ async def test_names_that_read_as_a_stored_one_are_refused_or_ambiguous(
 ) -> None:
     agent = principals["full_agent"]
     twins = _whole_word_twins()
-    problems: list[str] = []
-    cases = 0
-
-    def expect(what: str, ok: bool, body: Any) -> None:
-        nonlocal cases
-        cases += 1
-        if not ok:
-            problems.append(f"{what}: {str(body)[:300]}")
+    tally = Tally()
+    expect, problems = tally.expect, tally.problems
 
     def add(kind: str, *keys: str) -> dict[str, Any]:
         return {"changes": [{"op": "add", "kind": kind, "key": key, "value": "v"} for key in keys]}
@@ -749,7 +737,7 @@ async def test_names_that_read_as_a_stored_one_are_refused_or_ambiguous(
     scorecard(
         23,
         f"reads as a stored name: {len(twins)} whole words in one other script ({', '.join(sorted({s for s, _, _ in twins}))}) beside a stored key, in one call, and as twin project titles; 3 plain keys beside pre-rule look-alikes → looks_like_existing or ambiguous_target; a twin alone in its kind written (control)",
-        cases=cases,
+        cases=tally.cases,
         bypasses=len(problems),
         problems=problems[:20],
     )
@@ -765,31 +753,31 @@ async def test_an_agents_revert_brings_back_no_key_beside_one_that_reads_the_sam
     the person's never is (beliefs.services, `_refuse_revived_lookalikes`)."""
     writer, other = principals["full_agent"], await orm(lambda: make_principal("other-agent"))
     twins = _whole_word_twins()
-    problems: list[str] = []
-    cases = 0
-
-    def expect(what: str, ok: bool, body: Any) -> None:
-        nonlocal cases
-        cases += 1
-        if not ok:
-            problems.append(f"{what}: {str(body)[:300]}")
+    tally = Tally()
+    expect, problems = tally.expect, tally.problems
 
     def change(op: str, kind: str, key: str) -> dict[str, Any]:
         return {"changes": [{"op": op, "kind": kind, "key": key, **({"value": "v"} if op == "add" else {})}]}
 
     async with asgi_http(writer.token) as mine, asgi_http(other.token) as theirs:
-        controlled: set[str] = set()
-        for script, plain, look_alike in twins:
-            # A second word per script: the same word's twins in two scripts read the same.
-            word, twin = f"{plain} {script.lower()}", f"{look_alike} {script.lower()}"
+
+        async def undo_beside(kind: str, word: str, twin_kind: str, twin: str) -> dict[str, Any]:
+            """I add and retire `word`, the other agent adds `twin`; my undo of the retire."""
             for http, arguments in (
-                (mine, change("add", "preference", word)),
-                (mine, change("retire", "preference", word)),
-                (theirs, change("add", "preference", twin)),
+                (mine, change("add", kind, word)),
+                (mine, change("retire", kind, word)),
+                (theirs, change("add", twin_kind, twin)),
             ):
                 body, _ = await _call(http, "operator_update_world_model", arguments)
                 assert body.get("ok") is True, body
             body, _ = await _call(mine, "operator_revert_world_model", {})
+            return body
+
+        controlled: set[str] = set()
+        for script, plain, look_alike in twins:
+            # A second word per script: the same word's twins in two scripts read the same.
+            word, twin = f"{plain} {script.lower()}", f"{look_alike} {script.lower()}"
+            body = await undo_beside("preference", word, "preference", twin)
             expect(
                 f"{script} {word!r}: the undo of its retire beside the twin",
                 body.get("error") == "looks_like_existing"
@@ -797,23 +785,10 @@ async def test_an_agents_revert_brings_back_no_key_beside_one_that_reads_the_sam
                 and body.get("entity") == f"preference/{word}",
                 body,
             )
-            if script in controlled:
-                continue
-            # Control, once per script: the twin in another kind; the undo is written.
-            controlled.add(script)
-            for http, arguments in (
-                (mine, change("add", "risk", word)),
-                (mine, change("retire", "risk", word)),
-                (theirs, change("add", "note", twin)),
-            ):
-                body, _ = await _call(http, "operator_update_world_model", arguments)
-                assert body.get("ok") is True, body
-            body, _ = await _call(mine, "operator_revert_world_model", {})
-            expect(
-                f"{script} {word!r}: the undo, the twin in another kind (control)",
-                body.get("ok") is True,
-                body,
-            )
+            if script not in controlled:  # once per script: the twin in another kind, the undo written
+                controlled.add(script)
+                body = await undo_beside("risk", word, "note", twin)
+                expect(f"{script} {word!r}: the twin in another kind (control)", body.get("ok") is True, body)
 
     active = await orm(
         lambda: sorted(
@@ -827,7 +802,7 @@ async def test_an_agents_revert_brings_back_no_key_beside_one_that_reads_the_sam
     scorecard(
         23,
         f"reads as a stored name, brought back: {len(twins)} agents' undos of a retire beside a twin another agent added since → looks_like_existing; one undo per script beside a twin of another kind written (control)",
-        cases=cases,
+        cases=tally.cases,
         bypasses=len(problems),
         problems=problems[:20],
     )
