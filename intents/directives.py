@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from intents.models import Directive
 from operator_site import lookalikes
-from operator_site.display import hidden_re
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
 from operator_site.sql import instances
@@ -116,7 +115,7 @@ def _reads(text: str) -> str:
     looks for), then folded (`operator_site.lookalikes.fold`: plain form, each look-alike letter as the
     ASCII one it reads as, lower case, spaces collapsed). A notice's title is free text, so it may
     hold either."""
-    return lookalikes.fold(hidden_re().sub("", text))
+    return lookalikes.fold(lookalikes.as_seen(text))
 
 
 def is_about(directive_topic: str, *texts: str) -> bool:

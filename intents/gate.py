@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from operator_site.lookalikes import as_seen
+
 
 class Verdict(StrEnum):
     ALLOW = "allow"
@@ -156,6 +158,18 @@ class Action:
     def self_directed(self) -> bool:
         return self.kind in SELF_TYPES and not self.to_someone_else and not self.moves_money
 
+    def as_seen(self) -> Action:
+        """The action as the person reads it (`operator_site.lookalikes.as_seen`): look-alike
+        letters as the letters they show, invisible characters dropped, in its type, title,
+        recipient and body."""
+        return Action(
+            type=as_seen(self.type),
+            title=as_seen(self.title),
+            recipient=None if self.recipient is None else as_seen(self.recipient),
+            amount_cents=self.amount_cents,
+            body=None if self.body is None else as_seen(self.body),
+        )
+
     def secrets_found(self) -> list[str]:
         text = f"{self.title}\n{self.body or ''}"
         return [name for name, pattern in SECRET_PATTERNS if pattern.search(text)]
@@ -263,7 +277,29 @@ class GateResult:
     rule_ids: tuple[str, ...]
 
 
+# Added to the reasons when the action as the person reads it is judged stricter than as written.
+AS_SEEN_REASON = (
+    "It is judged as it reads: its look-alike letters read as the letters they show and its invisible "
+    "characters dropped."
+)
+
+
 def evaluate(action: Action) -> GateResult:
+    """The action is judged as written and as the person reads it (`Action.as_seen`: "share
+    password" written with two Cyrillic letters is "share password", and "password: x" with a
+    zero-width space inside is a password); the stricter judgement stands, so a spelling can make
+    the gate stricter, never looser."""
+    written = _judge(action)
+    seen = action.as_seen()
+    if seen == action:
+        return written
+    read = _judge(seen)
+    if read.decision.strictness <= written.decision.strictness:
+        return written
+    return GateResult(read.decision, (*read.reasons, AS_SEEN_REASON), read.rule_ids)
+
+
+def _judge(action: Action) -> GateResult:
     """Every matching rule adds its reason; the strictest verdict wins; nothing matching fails closed."""
     matched = [rule for rule in RULES if rule.matches(action)]
     if not matched:
@@ -294,6 +330,12 @@ def render_markdown() -> str:
         "",
         "Secret-looking material: " + "; ".join(name for name, _ in SECRET_PATTERNS) + ".",
         f"If no rule matches, the verdict is **{Verdict.REQUIRES_APPROVAL}**: {FALLBACK_REASON}",
+        "",
+        "Every action is judged twice: as written, and as the person reads it (each look-alike letter "
+        "read as the letter it shows, invisible characters dropped: a type `share password` written "
+        "with two Cyrillic letters is `share password`, and `password: x` with a zero-width space "
+        "inside is a password). The stricter verdict stands, "
+        f"with the reason: {AS_SEEN_REASON}",
     ]
     return "\n".join(lines)
 

@@ -26,14 +26,14 @@ from starlette.types import Receive, Scope, Send
 
 django_application = get_asgi_application()
 
-from operator_site import display  # noqa: E402
+from operator_site import hidden  # noqa: E402
 from operator_site.face import registry  # noqa: E402
 from operator_site.face.db import InFlight  # noqa: E402
 from operator_site.face.endpoint import mcp_endpoint  # noqa: E402
 from operator_site.serving import install_access_log_filter, settle_heap  # noqa: E402
 
 registry.all_tools()  # build every SDK Tool object now, not on the first request
-display.hidden_re()  # and the hidden-character classes the argument checks and pages use
+hidden.hidden_re()  # and the hidden-character classes the argument checks and pages use
 # However uvicorn was started (`serve`, or `uvicorn operator_site.asgi:application` by hand), its
 # access log never carries a query string (operator_site/serving.py).
 install_access_log_filter()

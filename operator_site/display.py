@@ -35,17 +35,17 @@ through it:
 Reuse it for any new surface (the proposals' approval page renders its diff with ``|visible``); do not
 write a second copy.
 
-Which characters are hidden (`is_hidden`): every control (Unicode category Cc) except the line feed
-and tab of free text, every format character (Cf: the bidi embeddings, overrides, isolates and marks,
-zero-width space/joiners, word joiner, BOM, soft hyphen, invisible operators, tag characters, ...),
-the line and paragraph separators (Zl, Zp), surrogates, private-use and unassigned code points, and a
-list of letters and marks that render as nothing (Hangul fillers, the combining grapheme joiner, Khmer
-inherent vowels, Mongolian variation selectors, the braille blank, the Khitan filler, the musical
-null notehead). Variation selectors (U+FE00-FE0F, U+E0100-E01EF) are hidden too — a run of them after
-one character can carry a whole hidden message — except U+FE0E/FE0F right after a symbol or a
-punctuation mark (an emoji's text or picture form, as in ❤️) or after a digit that a keycap follows
-(1️⃣): those are shown as they are. Identifiers refuse all of those, plus any line break or tab, any
-space other than U+0020, and every variation selector.
+Which characters are hidden (`operator_site.hidden.is_hidden`): every control (Unicode category Cc)
+except the line feed and tab of free text, every format character (Cf: the bidi embeddings, overrides,
+isolates and marks, zero-width space/joiners, word joiner, BOM, soft hyphen, invisible operators, tag
+characters, ...), the line and paragraph separators (Zl, Zp), surrogates, private-use and unassigned
+code points, and a list of letters and marks that render as nothing (Hangul fillers, the combining
+grapheme joiner, Khmer inherent vowels, Mongolian variation selectors, the braille blank, the Khitan
+filler, the musical null notehead). Variation selectors (U+FE00-FE0F, U+E0100-E01EF) are hidden too — a
+run of them after one character can carry a whole hidden message — except U+FE0E/FE0F right after a
+symbol or a punctuation mark (an emoji's text or picture form, as in ❤️) or after a digit that a keycap
+follows (1️⃣): those are shown as they are. Identifiers refuse all of those, plus any line break or tab,
+any space other than U+0020, and every variation selector.
 
 **Directions inside an identifier.** Isolation keeps an agent string from reordering the page around
 it, not the order inside it: an account number that starts with one visible right-to-left character
@@ -73,7 +73,6 @@ costs its reader, not its safety.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -86,14 +85,8 @@ from pydantic import BeforeValidator, StrictInt
 # wording: the one place that decides what a word mixing scripts is; lookalikes: what a word reads as
 from operator_site import lookalikes, wording
 
-# Letters and marks that are not format characters but render as nothing (or as blank space).
-# The last two: KHITAN SMALL SCRIPT FILLER, MUSICAL SYMBOL NULL NOTEHEAD.
-_BLANK_LOOKING = frozenset(
-    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0}
-    | {0x16FE4, 0x1D159}
-)
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
-_LAYOUT = frozenset("\n\t")  # kept in free text: they show as what they are (with pre-wrap)
+# hidden: which characters are hidden (one definition, pure, shared with the gate's reading of text)
+from operator_site.hidden import hidden_re, refused_re
 
 # Names the Unicode database does not give (controls), for the tooltip and refusals.
 _CONTROL_NAMES = {
@@ -109,95 +102,6 @@ _CONTROL_NAMES = {
     0x7F: "DELETE",
     0x85: "NEXT LINE",
 }
-
-
-def _is_variation_selector(code: int) -> bool:
-    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
-
-
-def is_hidden(ch: str) -> bool:
-    """Would this character, shown as it is (alone), be invisible or move other text? (Free-text
-    rule: the line feed and tab are layout, not hidden. In running text `hidden_re` also lets an
-    emoji's U+FE0E/FE0F through, after a symbol, a punctuation mark or a keycap's digit.)"""
-    if ch in _LAYOUT:
-        return False
-    code = ord(ch)
-    return (
-        code in _BLANK_LOOKING
-        or _is_variation_selector(code)
-        or unicodedata.category(ch) in _HIDDEN_CATEGORIES
-    )
-
-
-def refused_in_identifier(ch: str) -> bool:
-    """Identifiers are stricter: no hidden character, no line break or tab, no space but U+0020, no
-    variation selector (not even an emoji's)."""
-    if ch in _LAYOUT or is_hidden(ch):
-        return True
-    return unicodedata.category(ch) == "Zs" and ch != " "
-
-
-# One pass of a compiled pattern finds every hidden character (a per-character Python loop is ~50x
-# slower on long bodies). The classes are built from the rules above on first use, in one scan of
-# the code space (~0.15 s, once per process), so they always match this Python's Unicode database.
-@functools.cache
-def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
-    hidden: list[list[int]] = []
-    refused: list[list[int]] = []
-
-    def add(ranges: list[list[int]], code: int) -> None:
-        if ranges and ranges[-1][1] == code - 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-
-    symbols: list[list[int]] = []  # symbols and punctuation: the bases of an emoji's presentation
-    category = unicodedata.category
-    for code in range(0x110000):
-        # The same decisions as is_hidden / refused_in_identifier, inlined: this loop runs 1.1M times.
-        cat = category(chr(code))
-        if cat in _HIDDEN_CATEGORIES or code in _BLANK_LOOKING or _is_variation_selector(code):
-            add(refused, code)
-            if code not in (0x09, 0x0A, 0xFE0E, 0xFE0F):
-                add(hidden, code)
-        elif cat == "Zs" and code != 0x20:
-            add(refused, code)
-        elif cat[0] in "SP":
-            add(symbols, code)
-
-    def chars(ranges: list[list[int]]) -> str:
-        parts = "".join(
-            re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges
-        )
-        return f"[{parts}]"
-
-    def compiled(ranges: list[list[int]]) -> re.Pattern[str]:
-        # Python's `re` tests a class holding any code point past U+FFFF range by range (hundreds of
-        # ranges: ~0.4 µs a character); a class of the BMP alone becomes a bitmap (one lookup). So:
-        # the BMP part as a bitmap, and for a character past U+FFFF — one comparison rules the rest
-        # out — the check against its own ranges, after it. The same characters match (tests
-        # compare every code point); a 600-character notice is scanned ~24x faster.
-        bmp = [[a, min(b, 0xFFFF)] for a, b in ranges if a <= 0xFFFF]
-        astral = [[max(a, 0x10000), b] for a, b in ranges if b > 0xFFFF]
-        pattern = chars(bmp) if bmp else "(?!)"
-        if astral:
-            pattern += f"|[\U00010000-\U0010ffff](?<={chars(astral)})"
-        return re.compile(pattern)
-
-    # U+FE0E/FE0F: hidden unless right after a symbol or punctuation mark (an emoji's presentation),
-    # or after a digit and before U+20E3 (a keycap). After another selector (a run of them), after a
-    # letter, a space or nothing, they are hidden like every other variation selector.
-    emoji_form = (
-        f"|(?<!{chars(symbols)})(?<![0-9])[\ufe0e\ufe0f]"  # not after a symbol, punctuation or digit
-        "|(?<=[0-9])[\ufe0e\ufe0f](?!\u20e3)"  # after a digit, but no keycap follows
-    )
-    hidden_pattern = compiled(hidden)
-    return re.compile(hidden_pattern.pattern + emoji_form), compiled(refused)
-
-
-def hidden_re() -> re.Pattern[str]:
-    """The compiled class of hidden characters (free-text rule)."""
-    return _classes()[0]
 
 
 def code_point(ch: str) -> str:
@@ -482,7 +386,7 @@ def identifier_problem(text: str | None, *, target: bool = False) -> str | None:
     or None if it can. `target`: it names something that exists (hidden characters alone refused)."""
     if not text:
         return None
-    match = _classes()[1].search(text)
+    match = refused_re().search(text)
     if match is not None:
         return (
             f"contains {describe_char(match.group())} at position {match.start() + 1}: identifiers may not "

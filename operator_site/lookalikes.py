@@ -29,9 +29,32 @@ from __future__ import annotations
 
 import unicodedata
 
+from operator_site.hidden import hidden_re
 from operator_site.lookalike_table import READS_AS
 
 _TO_ASCII: dict[int, str] = READS_AS  # str.translate's table: code point -> text
+
+
+def read(text: str | None) -> str:
+    """Text as it reads, case and spacing kept: its plain form (NFKC), each character that reads as a
+    printable ASCII character replaced by it. For a rule that looks for words in free text (the
+    gate's secret patterns), which must find them however they are spelled."""
+    if not text:
+        return ""
+    if text.isascii():
+        return text
+    plain = unicodedata.normalize("NFKC", text)
+    # NFKC again: a Cyrillic "e" with U+0301 read as "e" composes to "\u00e9", as a Latin one does.
+    return unicodedata.normalize("NFKC", plain.translate(_TO_ASCII))
+
+
+def as_seen(text: str | None) -> str:
+    """What free text reads as to the person, case kept: its hidden characters dropped (shown as
+    tokens, they split no word the person reads: "pass" + U+200B + "word" is "password") and each
+    look-alike character read as the ASCII one it shows (`read`). For rules that look for words —
+    the gate (`intents.gate`), a directive's topic (`intents.directives`) — never for what is
+    stored or shown."""
+    return read(hidden_re().sub("", text or ""))
 
 
 def fold(text: str | None) -> str:
@@ -40,11 +63,8 @@ def fold(text: str | None) -> str:
         return ""
     if text.isascii():
         return " ".join(text.lower().split())
-    plain = unicodedata.normalize("NFKC", text)
-    # NFKC again: a Cyrillic "e" with U+0301 read as "e" composes to "\u00e9", as a Latin one does.
-    read = unicodedata.normalize("NFKC", plain.translate(_TO_ASCII))
     # Lower case, not case folding: "straße" and "strasse" do not read the same.
-    return " ".join(unicodedata.normalize("NFKC", read.lower()).split())
+    return " ".join(unicodedata.normalize("NFKC", read(text).lower()).split())
 
 
 def reads_as(text: str) -> list[tuple[str, str]]:

@@ -25,7 +25,8 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import escape
 
-from operator_site.display import describe_char, hidden_chars, hidden_re, mark_html_text, visible_text
+from operator_site.display import describe_char, hidden_chars, mark_html_text, visible_text
+from operator_site.hidden import hidden_re
 
 BANNER_MARKER = "<!--operator:hidden-characters-banner-->"
 _RAW_ELEMENTS = ("script", "style", "textarea", "title")

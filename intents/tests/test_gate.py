@@ -163,3 +163,49 @@ def test_the_gates_proposal_types_are_the_registered_kinds() -> None:
     from operator_site import proposals
 
     assert set(proposals.action_types()) == gate.PROPOSAL_TYPES
+
+
+# --- the action as the person reads it --------------------------------------------------------------
+CYRILLIC_A, CYRILLIC_O, CYRILLIC_E = "\u0430", "\u043e", "\u0435"
+
+
+@pytest.mark.parametrize(
+    ("action", "rules"),
+    [
+        ({"type": f"share p{CYRILLIC_A}ssword"}, ["credentials"]),
+        ({"type": "share_pass\u200bword"}, ["credentials"]),
+        ({"type": "\uff53\uff48\uff41\uff52\uff45_credentials"}, ["credentials"]),  # full width
+        ({"type": "email", "recipient": "bob", "body": f"p{CYRILLIC_A}ssword: hunter22"}, None),
+        ({"type": "email", "recipient": "bob", "body": "pass\u00adword: hunter22"}, None),
+        ({"type": "post", "body": "-----BEGIN \u0420RIVATE KEY-----"}, None),  # a Cyrillic capital ER
+        ({"type": "send", "title": "key AKIA\u2060ABCDEFGHIJKLMNOP"}, None),
+    ],
+)
+def test_what_reads_as_a_denied_action_is_denied(action: dict, rules: list[str] | None) -> None:
+    result = verdict(**action)
+    assert result.decision == Verdict.DENY
+    assert result.reasons[-1] == gate.AS_SEEN_REASON
+    assert "credentials" in result.rule_ids if rules else "secret_material" in result.rule_ids
+    # As written, each was only asked about: the reading is what denies it.
+    assert gate._judge(Action(**{"title": "something", **action})).decision == Verdict.REQUIRES_APPROVAL
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"type": f"n{CYRILLIC_O}t{CYRILLIC_E}"},  # reads as "note", but is no type the gate allows
+        {"type": "note", "recipient": f"m{CYRILLIC_E}"},  # reads as "me", but is someone else
+        {"type": "reminder", "recipient": "sel\u200bf"},
+    ],
+)
+def test_a_spelling_never_loosens_the_gate(action: dict) -> None:
+    result = verdict(**action)
+    assert result.decision == Verdict.REQUIRES_APPROVAL
+    assert gate.AS_SEEN_REASON not in result.reasons
+    assert gate._judge(Action(**{"title": "something", **action}).as_seen()).decision == Verdict.ALLOW
+
+
+def test_text_of_another_script_is_not_read_as_a_secret() -> None:
+    for body in ("\u041f\u0440\u0438\u0432\u0435\u0442", "caf\u00e9 cr\u00e8me", "\u65e5\u672c\u8a9e"):
+        result = verdict(type="email", recipient="bob", body=body)
+        assert result.decision == Verdict.REQUIRES_APPROVAL and gate.AS_SEEN_REASON not in result.reasons

@@ -248,10 +248,11 @@ def email_of(notice: Any) -> str:
     return email.body
 
 
-def look_alike_letters(script: str) -> dict[str, str]:
+def look_alike_letters(script: str, upper: bool = False) -> dict[str, str]:
     """A script's lower-case letters that read as a lower-case Latin one (the fold's own table,
-    operator_site.lookalike_table): {"a": "\\u0430", ...} for "CYRILLIC". Checks 14 and 23 build
-    whole words from them that one script writes and that read as a Latin word ("paypal")."""
+    operator_site.lookalike_table): {"a": "\\u0430", ...} for "CYRILLIC"; with `upper`, its capitals
+    that read as a Latin capital. Checks 14, 23 and 24 build words from them that one script writes
+    and that read as a Latin word ("paypal")."""
     import unicodedata
 
     from operator_site.lookalike_table import READS_AS
@@ -259,7 +260,8 @@ def look_alike_letters(script: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for code, plain in sorted(READS_AS.items()):
         ch = chr(code)
-        if unicodedata.name(ch, "").startswith(script) and plain.islower() and ch.lower() == ch:
+        same_case = plain.isupper() and ch.upper() == ch if upper else plain.islower() and ch.lower() == ch
+        if unicodedata.name(ch, "").startswith(script) and same_case:
             out.setdefault(plain, ch)
     return out
 
