@@ -297,9 +297,7 @@ def _firmness(context: Sequence[Sentence]) -> Refusal | None:
             why = f"it asks a question: {_said(s)}"
         else:
             hedge = next((" ".join(p) for p in wording.HEDGES if wording.find_phrase(s.words, p)), None)
-            condition = next(
-                (" ".join(p) for p in wording.CONDITIONS if wording.find_phrase(s.words, p)), None
-            )
+            condition = wording.condition_in(s.words)
             if wording.sarcastic(s.text):
                 why = f"it is marked as sarcasm: {_said(s)}"
             elif hedge:

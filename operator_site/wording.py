@@ -673,6 +673,61 @@ CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
         "upon",
     )
 )
+# "once" that counts rather than conditions, where nothing can hang a condition on it: "at once",
+# "once again", and inside a sentence "once a week", "once per month", "once every two weeks", "once
+# daily", at its end or before "on", "at", "in", ... ("I call my mother once a week on Sundays").
+# Anything else is a condition: "Once the offer comes through", "Once every debt is paid", "Once a
+# week passes, ...", "... Berlin once a month is over", and any "once" that opens a sentence but
+# "Once again" (fail closed: "Once a week, I fast" is refused; "I fast once a week" is not).
+_TIMES = frozenset(
+    {
+        *("hour", "day", "night", "morning", "evening", "week", "weekend", "fortnight", "month"),
+        *("quarter", "season", "term", "semester", "year", "decade", "lifetime"),
+    }
+)
+_HOW_OFTEN = frozenset(
+    {"hourly", "daily", "nightly", "weekly", "fortnightly", "monthly", "quarterly", "yearly", "annually"}
+)
+_HOW_MANY = frozenset(
+    {*("two", "three", "four", "five", "six", "seven", "eight"), *("nine", "ten", "twelve", "few", "other")}
+)
+_THEN = frozenset({"", "on", "at", "in", "for", "with", "and", "or", "but"})  # "": the sentence ends
+
+
+def _is_time(word: str) -> bool:
+    return word in _TIMES or (word.endswith("s") and word[:-1] in _TIMES)
+
+
+def _once_counts(words: tuple[str, ...], i: int) -> bool:
+    """Does the "once" at `i` say how often (or "at once", "once again"), not on what condition?"""
+    after = (*words[i + 1 : i + 5], "", "", "", "")
+    if (i and words[i - 1] == "at") or after[0] == "again":
+        return True
+    if i == 0:
+        return False
+    if after[0] in _HOW_OFTEN:
+        length = 1
+    elif after[0] in ("a", "an", "per", "each", "every") and _is_time(after[1]):
+        length = 2
+    elif after[0] == "every" and (after[1].isdigit() or after[1] in _HOW_MANY) and _is_time(after[2]):
+        length = 3
+    else:
+        return False
+    return after[length] in _THEN
+
+
+def condition_in(words: tuple[str, ...]) -> str | None:
+    """The first phrase of `CONDITIONS` in a sentence's words, or None; a "once" that says how often
+    (`_once_counts`) is no condition."""
+    for phrase in CONDITIONS:
+        found = find_phrase(words, phrase)
+        if phrase == ("once",):
+            found = [i for i in found if not _once_counts(words, i)]
+        if found:
+            return " ".join(phrase)
+    return None
+
+
 # The words an operation that removes or redirects must be said with. A negative phrase among them
 # ("no longer") is the cue itself, not a negation of the change.
 _REMOVE = (

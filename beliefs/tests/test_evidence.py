@@ -253,6 +253,43 @@ def test_a_question_a_hedge_or_a_condition_authorises_nothing(named, agent, say,
     assert answer["rule"] == "firm"
 
 
+GYM = [add("behavior_policy", "gym", "once a week")]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Once the offer comes through, my gym is once a week.",
+        "Once a week passes, my gym is once a week.",
+        "Once a week, my gym is once a week.",
+        "My gym is once a week once every debt is paid.",
+        "My gym is once a week once a month is over.",
+        "My gym is once a week once a month from now.",
+        "My gym is once a week once more people join.",
+    ],
+)
+def test_once_that_hangs_a_condition_on_the_change_authorises_nothing(owner, agent, say, tool, said) -> None:
+    say(said)
+    answer = _refused(tool, agent, GYM, said, "confirmation_not_firm")
+    assert answer["rule"] == "firm" and "once" in answer["reason"]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "My gym is once a week.",
+        "My gym is once a week on Sundays.",
+        "Starting at once, my gym is once a week.",
+        "Once again: my gym is once a week.",
+        "My gym is once a week and I swim once every two weeks.",
+    ],
+)
+def test_once_that_says_how_often_is_no_condition(owner, agent, say, tool, said) -> None:
+    """A fail-closed cost mended: "once" saying how often is not a condition (wording.condition_in)."""
+    say(said)
+    _passes(tool, agent, GYM, said)
+
+
 # --- 4. same polarity ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "said",

@@ -89,3 +89,29 @@ def test_negations_include_contractions_denials_and_the_past() -> None:
     found = [w for _, w in wording.negations_in(wording.words("I don't, never did; it's fake and I used to"))]
     assert found == ["don't", "never", "fake", "used to"]
     assert wording.negations_in(wording.words("Always ask me first")) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "condition"),
+    [
+        ("I go running once a week.", None),
+        ("I call my mother once every two weeks.", None),
+        ("I call once every 3 days on the phone.", None),
+        ("I fast once daily.", None),
+        ("I visit once per month and on holidays.", None),
+        ("Do it at once.", None),
+        ("Once again, my city is Berlin.", None),
+        ("Once the offer comes through, my city is Berlin.", "once"),
+        ("Once every debt is paid, I retire.", "once"),
+        ("Once a decision is made my city is Berlin.", "once"),
+        ("Once a week passes, my city is Berlin.", "once"),
+        ("Once a week, I fast.", "once"),  # fail closed: a "once" that opens a sentence
+        ("My city is Berlin once a week passes.", "once"),
+        ("My city is Berlin once a month is over.", "once"),
+        ("My city is Berlin once every creditor is paid.", "once"),
+        ("My employer is Initech once more people join.", "once"),
+        ("I fly when I travel.", "when"),
+    ],
+)
+def test_once_that_says_how_often_is_no_condition(text: str, condition: str | None) -> None:
+    assert wording.condition_in(wording.words(text)) == condition
