@@ -673,8 +673,8 @@ CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
         "upon",
     )
 )
-# "once" that counts rather than conditions, where nothing can hang a condition on it: "at once",
-# "once again", and inside a sentence "once a week", "once per month", "once every two weeks", "once
+# "once" that counts rather than conditions, where nothing can hang a condition on it: "once again",
+# and inside a sentence "at once", "once a week", "once per month", "once every two weeks", "once
 # daily", at its end or before "on", "at", "in", ... ("I call my mother once a week on Sundays").
 # Anything else is a condition: "Once the offer comes through", "Once every debt is paid", "Once a
 # week passes, ...", "... Berlin once a month is over", and any "once" that opens a sentence but
@@ -701,10 +701,12 @@ def _is_time(word: str) -> bool:
 def _once_counts(words: tuple[str, ...], i: int) -> bool:
     """Does the "once" at `i` say how often (or "at once", "once again"), not on what condition?"""
     after = (*words[i + 1 : i + 5], "", "", "", "")
-    if (i and words[i - 1] == "at") or after[0] == "again":
+    if after[0] == "again":
         return True
     if i == 0:
         return False
+    if words[i - 1] == "at":  # "at once", unless a clause follows ("... at once the loan clears")
+        return after[0] in _THEN
     if after[0] in _HOW_OFTEN:
         length = 1
     elif after[0] in ("a", "an", "per", "each", "every") and _is_time(after[1]):

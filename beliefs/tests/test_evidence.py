@@ -279,7 +279,7 @@ def test_once_that_hangs_a_condition_on_the_change_authorises_nothing(owner, age
     [
         "My gym is once a week.",
         "My gym is once a week on Sundays.",
-        "Starting at once, my gym is once a week.",
+        "My gym is once a week, in effect at once.",
         "Once again: my gym is once a week.",
         "My gym is once a week and I swim once every two weeks.",
     ],

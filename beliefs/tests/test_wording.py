@@ -100,6 +100,7 @@ def test_negations_include_contractions_denials_and_the_past() -> None:
         ("I fast once daily.", None),
         ("I visit once per month and on holidays.", None),
         ("Do it at once.", None),
+        ("My city is Berlin at once the loan clears.", "once"),
         ("Once again, my city is Berlin.", None),
         ("Once the offer comes through, my city is Berlin.", "once"),
         ("Once every debt is paid, I retire.", "once"),
