@@ -266,6 +266,13 @@ def look_alike_letters(script: str, upper: bool = False) -> dict[str, str]:
     return out
 
 
+def whole_word_twin(word: str, script: str) -> str | None:
+    """`word` (lower case) written wholly in `script`'s look-alike letters, if it has one for every
+    letter: one script, so past the door, and it reads as `word`."""
+    letters = look_alike_letters(script)
+    return "".join(letters[ch] for ch in word) if all(ch in letters for ch in word) else None
+
+
 @dataclass
 class Tally:
     """A check's cases and what got past it: `expect(what, ok, body)` counts a case, and keeps

@@ -41,7 +41,14 @@ from intents.models import Directive, Intent
 from operator_site import display
 from operator_site.models import AuditEvent
 from tests.fixtures import asgi_http, orm
-from tests.security.helpers import Tally, envelope_of, look_alike_letters, message_of, post, tools_call
+from tests.security.helpers import (
+    Tally,
+    envelope_of,
+    message_of,
+    post,
+    tools_call,
+    whole_word_twin,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -645,13 +652,8 @@ SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "LATIN", "CHEROKEE", "COPTIC", "GEOR
 
 def _whole_word_twins() -> list[tuple[str, str, str]]:
     """(script, plain word, the word written wholly in that script's look-alike letters)."""
-    twins = []
-    for script in SCRIPTS:
-        letters = look_alike_letters(script)  # lower case: keys are stored lower-cased
-        for word in WORDS:
-            if all(ch in letters for ch in word):
-                twins.append((script, word, "".join(letters[ch] for ch in word)))
-    return twins
+    # Lower case: keys are stored lower-cased.
+    return [(s, word, twin) for s in SCRIPTS for word in WORDS if (twin := whole_word_twin(word, s))]
 
 
 async def test_names_that_read_as_a_stored_one_are_refused_or_ambiguous(

@@ -22,7 +22,15 @@ import pytest
 
 from intents.gate import CREDENTIAL_TYPES
 from tests.fixtures import asgi_http
-from tests.security.helpers import Tally, envelope_of, look_alike_letters, message_of, post, tools_call
+from tests.security.helpers import (
+    Tally,
+    envelope_of,
+    look_alike_letters,
+    message_of,
+    post,
+    tools_call,
+    whole_word_twin,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -75,12 +83,6 @@ def spellings(word: str) -> list[tuple[str, str]]:
     found += [(name, word[:middle] + ch + word[middle:]) for name, ch in HIDDEN.items()]
     found.append(("full-width", "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in word)))
     return found
-
-
-def whole_word_twin(word: str, script: str) -> str | None:
-    """`word` written wholly in `script`'s letters, if it has one for every letter (past the door)."""
-    letters = look_alike_letters(script)
-    return "".join(letters[ch] for ch in word) if all(ch in letters for ch in word) else None
 
 
 async def _record(http: Any, action: dict[str, Any]) -> dict[str, Any]:
