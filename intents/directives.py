@@ -111,8 +111,8 @@ def active_directives(now: datetime | None = None) -> list[Directive]:
 
 def _reads(text: str) -> str:
     """What a topic or a notice's text reads as: its invisible characters dropped (a zero-width space
-    or a soft hyphen inside "pay\u200bpal" is shown as a token, but must not split the word a mute
-    looks for), then folded (`operator_site.lookalikes.fold`: plain form, each look-alike letter as the
+    or a soft hyphen inside "paypal" is shown as a token, but must not split the word a mute looks
+    for), then folded (`operator_site.lookalikes.fold`: plain form, each look-alike letter as the
     ASCII one it reads as, lower case, spaces collapsed). A notice's title is free text, so it may
     hold either."""
     return lookalikes.fold(lookalikes.as_seen(text))

@@ -22,7 +22,12 @@ Who uses it: a belief's key on add is refused when an active belief of its kind 
 with the same fold (`beliefs.services`, `looks_like_existing`; the fold is stored in
 `Belief.key_alike` so the write's one snapshot statement finds it); a goal, priority or project named
 by title matches every item whose title folds the same, so a look-alike twin makes the name
-ambiguous rather than silently the other one (`goals.goal_model.state.resolve`).
+ambiguous rather than silently the other one (`goals.goal_model.state.resolve`); an agent's revert
+may not bring a belief back beside one whose key folds the same (`beliefs.services`).
+
+Rules that look for words in free text read it with `as_seen` (hidden characters dropped, then
+`read`: the fold's letters, case and spacing kept): the gate's credential types and secret
+patterns (`intents.gate`), and a directive's topic in a notice (`intents.directives`).
 """
 
 from __future__ import annotations
