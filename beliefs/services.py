@@ -9,7 +9,7 @@ it superseded, the exact pre- and post-image of every belief it touched.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -244,18 +244,11 @@ def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> N
     """An added key that reads as another active belief's key of its kind (the stored `alike` rows,
     or another add of the same call) is refused: the person would see two beliefs as one, and an
     agent could write beside a belief it appears to update (`operator_site.lookalikes`)."""
+    active = [(image["kind"], image["key"]) for image in stored if image["status"] == Belief.Status.ACTIVE]
     seen: dict[tuple[str, str], ChangeSpec] = {}
     for spec in adds:
-        fold = lookalikes.fold(spec.key)
-        others = [
-            image["key"]
-            for image in stored
-            if image["kind"] == spec.kind
-            and image["status"] == Belief.Status.ACTIVE
-            and image["key"] != spec.key
-            and lookalikes.fold(image["key"]) == fold
-        ]
-        earlier = seen.setdefault((spec.kind, fold), spec)
+        others = _twins(spec.kind, spec.key, active)
+        earlier = seen.setdefault((spec.kind, lookalikes.fold(spec.key)), spec)
         if earlier is not spec and earlier.key != spec.key:
             others.append(earlier.key)
         if others:
@@ -263,6 +256,12 @@ def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> N
             raise _looks_like(
                 spec.kind, spec.key, other, in_this_call=entity_of(spec.kind, other) == earlier.entity
             )
+
+
+def _twins(kind: str, key: str, active: Iterable[tuple[str, str]]) -> list[str]:
+    """The keys among `active` (kind, key) pairs that are another key of `kind` reading as `key`."""
+    reads = lookalikes.fold(key)
+    return sorted(k for c, k in active if c == kind and k != key and lookalikes.fold(k) == reads)
 
 
 def _looks_like(
@@ -317,10 +316,8 @@ def _refuse_revived_lookalikes(plan: Plan) -> None:
         if image is not None and image["status"] == Belief.Status.ACTIVE
     ]
     for image in revived:
-        kind, key, fold = image["kind"], image["key"], lookalikes.fold(image["key"])
-        others = sorted(k for c, k in live if c == kind and k != key and lookalikes.fold(k) == fold)
-        if others:
-            raise _looks_like(kind, key, others[0], undo=True)
+        if others := _twins(image["kind"], image["key"], live):
+            raise _looks_like(image["kind"], image["key"], others[0], undo=True)
 
 
 def _why_alike(key: str, other: str) -> str:

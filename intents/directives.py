@@ -122,10 +122,19 @@ def is_about(directive_topic: str, *texts: str) -> bool:
     """A notice is about a topic when the topic's words appear, whole, in its topic or title, as the
     person reads them (`_reads`): a mute on "paypal" holds a title that spells it in Cyrillic
     letters or with a zero-width space inside; a focus on it lets such a title through."""
+    return _about(directive_topic, _read_all(texts))
+
+
+def _read_all(texts: tuple[str, ...]) -> str:
+    return " ".join(_reads(t) for t in texts if t)
+
+
+def _about(directive_topic: str, text: str) -> bool:
+    """`is_about`, with the notice's texts already read (`_read_all`): once per notice, not once
+    per directive."""
     topic = _reads(directive_topic)
     if not topic:
         return False
-    text = " ".join(_reads(t) for t in texts if t)
     return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
 
 
@@ -136,14 +145,17 @@ def hold_reason(*, topic: str, title: str, now: datetime | None = None) -> str |
     about anything else (several focus directives: on-topic for any of them passes).
     """
     directives = active_directives(now)
+    if not directives:
+        return None
+    text = _read_all((topic, title))
     focus_topics = []
     for directive in directives:
         if directive.kind == Directive.Kind.QUIET:
             return f"quiet until {directive.expires_at:%Y-%m-%d %H:%M} UTC"
-        if directive.kind == Directive.Kind.TOPIC_MUTE and is_about(directive.topic, topic, title):
+        if directive.kind == Directive.Kind.TOPIC_MUTE and _about(directive.topic, text):
             return f"topic {directive.topic!r} is muted"
         if directive.kind == Directive.Kind.FOCUS:
             focus_topics.append(directive.topic)
-    if focus_topics and not any(is_about(f, topic, title) for f in focus_topics):
+    if focus_topics and not any(_about(f, text) for f in focus_topics):
         return f"focus on {', '.join(repr(f) for f in focus_topics)}"
     return None
