@@ -160,8 +160,8 @@ class Action:
 
     def as_seen(self) -> Action:
         """The action as the person reads it (`operator_site.lookalikes.as_seen`): look-alike
-        letters as the letters they show, invisible characters dropped, in its type, title,
-        recipient and body."""
+        letters as the letters they show, decorated Latin letters bare, invisible characters
+        dropped, in its type, title, recipient and body."""
         return Action(
             type=as_seen(self.type),
             title=as_seen(self.title),
@@ -279,16 +279,16 @@ class GateResult:
 
 # Added to the reasons when the action as the person reads it is judged stricter than as written.
 AS_SEEN_REASON = (
-    "It is judged as it reads: its look-alike letters read as the letters they show and its invisible "
-    "characters dropped."
+    "It is judged as it reads: its look-alike and decorated letters read as the letters they show and "
+    "its invisible characters dropped."
 )
 
 
 def evaluate(action: Action) -> GateResult:
     """The action is judged as written and as the person reads it (`Action.as_seen`: "share
     password" written with two Cyrillic letters is "share password", and "password: x" with a
-    zero-width space inside is a password); the stricter judgement stands, so a spelling can make
-    the gate stricter, never looser."""
+    zero-width space inside, or struck through, is a password); the stricter judgement stands, so
+    a spelling can make the gate stricter, never looser."""
     written = _judge(action)
     seen = action.as_seen()
     if seen == action:
@@ -332,9 +332,11 @@ def render_markdown() -> str:
         f"If no rule matches, the verdict is **{Verdict.REQUIRES_APPROVAL}**: {FALLBACK_REASON}",
         "",
         "Every action is judged twice: as written, and as the person reads it (each look-alike letter "
-        "read as the letter it shows, invisible characters dropped: a type `share password` written "
+        "read as the letter it shows, a Latin letter's accents, strokes and hooks taken off, a small "
+        "capital read as its letter, invisible characters dropped: a type `share password` written "
         "with two Cyrillic letters is `share password`, and `password: x` with a zero-width space "
-        "inside is a password). The stricter verdict stands, "
+        "inside, with accents on its letters or in small capitals is a password). The stricter "
+        "verdict stands, "
         f"with the reason: {AS_SEEN_REASON}",
     ]
     return "\n".join(lines)

@@ -32,9 +32,11 @@ patterns (`intents.gate`), and a directive's topic in a notice (`intents.directi
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 
-from operator_site.hidden import hidden_re
+from operator_site.hidden import add_code, class_of, hidden_re
 from operator_site.lookalike_table import READS_AS
 
 _TO_ASCII: dict[int, str] = READS_AS  # str.translate's table: code point -> text
@@ -55,11 +57,75 @@ def read(text: str | None) -> str:
 
 def as_seen(text: str | None) -> str:
     """What free text reads as to the person, case kept: its hidden characters dropped (shown as
-    tokens, they split no word the person reads: "pass" + U+200B + "word" is "password") and each
-    look-alike character read as the ASCII one it shows (`read`). For rules that look for words —
-    the gate (`intents.gate`), a directive's topic (`intents.directives`) — never for what is
-    stored or shown."""
-    return read(hidden_re().sub("", text or ""))
+    tokens, they split no word the person reads: "pass" + U+200B + "word" is "password"), its
+    decorated Latin letters read bare (`undecorated`: "ṕ", "p" + U+0336, "ᵽ", "ᴘ" and "🅟" all
+    show a p), and each look-alike character read as the ASCII one it shows (`read`). For rules
+    that look for words — the gate (`intents.gate`), a directive's topic (`intents.directives`) —
+    never for what is stored or shown."""
+    visible = hidden_re().sub("", text or "")
+    if visible.isascii():
+        return visible
+    return read(undecorated(unicodedata.normalize("NFKC", visible)))
+
+
+# A Latin letter the person reads as the plain one its name says, whatever decorates it: a stroke,
+# hook, tail, bar or curl Unicode does not take apart ("ᵽ" LATIN SMALL LETTER P WITH STROKE, "ø"),
+# a small capital ("ᴘ" LATIN LETTER SMALL CAPITAL P: a lower-case letter, Unicode's category Ll, as
+# the confusables read the ones they list) and an enclosed letter NFKC leaves as it is ("🅟"
+# NEGATIVE CIRCLED LATIN CAPITAL LETTER P). Where the confusables read a letter otherwise (U+028B
+# LATIN SMALL LETTER V WITH HOOK, as "u"), their reading stands: it is how the letter looks.
+_DECORATED_LETTER = re.compile(
+    r"(?:NEGATIVE (?:CIRCLED|SQUARED) )?LATIN "
+    r"(?:(?P<case>SMALL|CAPITAL) LETTER|LETTER SMALL CAPITAL|SMALL CAPITAL LETTER) (?P<letter>[A-Z])"
+    r"(?: WITH .+)?"
+)
+# Where such letters are: Latin-1 to IPA, the phonetic extensions, Latin Extended Additional, C, D
+# and E, Latin Extended-F and G, the enclosed alphanumerics' supplement.
+_LATIN_BLOCKS = (
+    (0x00C0, 0x02AF),
+    (0x1D00, 0x1DBF),
+    (0x1E00, 0x1EFF),
+    (0x2C60, 0x2C7F),
+    (0xA720, 0xA7FF),
+    (0xAB30, 0xAB6F),
+    (0x10780, 0x107BF),
+    (0x1DF00, 0x1DFFF),
+    (0x1F100, 0x1F1FF),
+)
+
+
+@functools.cache
+def _bare_reading() -> tuple[dict[int, str], re.Pattern[str]]:
+    """The table of decorated Latin letters (each to its plain letter) with the fold's look-alike
+    table over it, and the pattern of combining marks (categories Mn and Me) following an ASCII
+    character. Built on first use from this Python's
+    Unicode database (a scan of the first two planes, ~20 ms once per process), as
+    `operator_site.hidden` builds its classes."""
+    letters: dict[int, str] = {}
+    for first, last in _LATIN_BLOCKS:
+        for code in range(first, last + 1):
+            named = _DECORATED_LETTER.fullmatch(unicodedata.name(chr(code), ""))
+            if named and unicodedata.normalize("NFKC", chr(code)) == chr(code):
+                letter = named["letter"]
+                letters[code] = letter if named["case"] == "CAPITAL" else letter.lower()
+    marks: list[list[int]] = []
+    category = unicodedata.category
+    for code in range(0x20000):
+        if category(chr(code)) in ("Mn", "Me"):
+            add_code(marks, code)
+    return {**letters, **_TO_ASCII}, re.compile(f"(?<=[\x00-\x7f])(?:{class_of(marks).pattern})+")
+
+
+def undecorated(text: str) -> str:
+    """`text` with its Latin letters bare, for rules that look for words (`as_seen`): each letter
+    taken apart from its accents (NFD), a decorated letter Unicode does not take apart read as its
+    plain letter (`_DECORATED_LETTER`), a look-alike letter as the ASCII one it shows (the fold's
+    table), and the combining marks on an ASCII character dropped: "ṕássword", "p̶a̶s̶s̶w̶o̶r̶d̶",
+    "ᵽassword" and "ᴘᴀꜱꜱᴡᴏʀᴅ" read as "password". Marks on any other letter stay: they make the
+    words of other scripts ("किताब")."""
+    letters, marks_on_ascii = _bare_reading()
+    bare = unicodedata.normalize("NFD", text).translate(letters)
+    return unicodedata.normalize("NFC", marks_on_ascii.sub("", bare))
 
 
 def fold(text: str | None) -> str:

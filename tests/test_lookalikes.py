@@ -15,8 +15,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from operator_site import lookalikes
+from operator_site.hidden import is_hidden
 from operator_site.lookalike_table import READS_AS
-from operator_site.lookalikes import fold, reads_as
+from operator_site.lookalikes import as_seen, fold, reads_as
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,6 +87,90 @@ def test_reads_as_names_each_look_alike_once() -> None:
     assert reads_as(CYRILLIC_PAYDAY) == [("\u0440", "p"), ("\u0430", "a"), ("\u0443", "y"), ("\u0501", "d")]
     assert reads_as("payday") == []
     assert reads_as("\uff54") == [("\uff54", "t")]
+
+
+# --- free text as it reads, for rules that look for words (the gate, a directive's topic) ----------
+@pytest.mark.parametrize(
+    ("text", "seen"),
+    [
+        ("p\u0301a\u0301ssword", "password"),  # accents on its letters
+        ("\u1e55\u00e1ssword", "password"),  # the same, precomposed
+        ("p\u0336a\u0336s\u0336s\u0336w\u0336o\u0336r\u0336d\u0336", "password"),  # struck through
+        ("pass\u20ddword", "password"),  # an enclosing circle (an enclosing mark, Me)
+        ("p\u0301\u0302\u0303assword", "password"),  # marks on marks
+        ("\u1d7dassword", "password"),  # LATIN SMALL LETTER P WITH STROKE: no decomposition
+        ("\ua751assword", "password"),  # P WITH STROKE THROUGH DESCENDER
+        ("\u1d18\u1d00\ua731\ua731\u1d21\u1d0f\u0280\u1d05", "password"),  # small capitals
+        ("\U0001f15f\U0001f150\U0001f162\U0001f162", "PASS"),  # negative circled capitals
+        ("\u00d8\u0110", "OD"),  # O and D with stroke, capitals stay capitals
+        ("\uff50\u0301assword", "password"),  # full width with an accent
+        ("\u0440\u0301assword", "password"),  # a Cyrillic p with an accent
+        ("AKIA\u0336IOSF", "AKIAIOSF"),
+        ("na\u00efve caf\u00e9", "naive cafe"),
+        ("\u028bote", "uote"),  # V WITH HOOK: the confusables read it as "u", and they stand
+    ],
+)
+def test_free_text_reads_with_its_latin_letters_bare(text: str, seen: str) -> None:
+    assert as_seen(text) == seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u0915\u093f\u0924\u093e\u092c",  # Hindi: its vowel signs are marks, on no Latin letter
+        "\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627",  # Arabic with its vowel marks
+        "\u05e9\u05c1\u05b8\u05dc\u05d5\u05b9\u05dd",  # Hebrew with its points
+        "\ud55c\uad6d\uc5b4",  # Korean syllables (NFD takes them apart, NFC puts them back)
+        "\u00e6\u0153 \u00df",  # letters named for two letters are not a decorated one
+    ],
+)
+def test_marks_on_other_letters_stay(text: str) -> None:
+    assert as_seen(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_names_fold_as_before_the_bare_reading() -> None:
+    """The bare reading is for finding words, never for names: "café" and "cafe" stay two keys, and
+    so do a key and its small-capital or stroked spelling (visible, and Latin, so the door takes
+    them)."""
+    assert fold("caf\u00e9") != fold("cafe")
+    assert fold("\u1d18ayday") != fold("payday")
+    assert fold("\u1d7dayday") != fold("payday")
+
+
+def test_every_mark_and_only_marks_on_an_ascii_character_are_dropped() -> None:
+    """The pattern of marks is built from the Unicode database; every code point of the first two
+    planes is tried. Past them the only marks are variation selectors, which are hidden (dropped
+    before)."""
+    _, marks_on_ascii = lookalikes._bare_reading()
+    wrong = []
+    for code in range(0x110000):
+        ch = chr(code)
+        mark = unicodedata.category(ch) in ("Mn", "Me")
+        if code >= 0x20000:
+            if mark and not is_hidden(ch):
+                wrong.append(hex(code))
+            continue
+        if (marks_on_ascii.search("a" + ch) is not None) != mark:
+            wrong.append(hex(code))
+    assert wrong == []
+    assert marks_on_ascii.sub("", "\u0301a\u0301") == "\u0301a"  # a mark on nothing stays
+
+
+def test_every_decorated_letter_reads_as_the_letter_its_name_gives() -> None:
+    letters, _ = lookalikes._bare_reading()
+    named = 0
+    for code, plain in letters.items():
+        name = unicodedata.name(chr(code))
+        if code in READS_AS:
+            assert plain == READS_AS[code], name  # the confusables stand where they read otherwise
+            continue
+        named += 1
+        assert "LATIN" in name and plain.isascii() and plain.isalpha(), name
+        letter = name.split(" WITH ")[0].split()[-1]
+        capital = "CAPITAL LETTER" in name and "SMALL CAPITAL" not in name  # a small capital is lower case
+        assert plain == (letter if capital else letter.lower()), name
+    assert named > 500
+    assert {letters[0x1D7D], letters[0x1D18], letters[0x00D8], letters[0x1F15F]} == {"p", "O", "P"}
 
 
 # --- keys stored before the rule (the rest of the rule: beliefs/tests/test_lookalike_keys.py) ---------

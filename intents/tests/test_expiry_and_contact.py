@@ -132,6 +132,10 @@ CYRILLIC_PAYPAL = "\u0440\u0430\u0443\u0440\u0430\u04cf"  # six Cyrillic letters
         ("Your pay\u00adpal statement", None),  # a soft hyphen inside
         ("Your PAY\u2060PAL statement", None),  # a word joiner, in capitals
         ("Your \uff50\uff41\uff59\uff50\uff41\uff4c statement", None),  # full-width letters
+        ("Your p\u0301ayp\u0301al statement", None),  # accents on its letters
+        ("Your p\u0336a\u0336y\u0336p\u0336a\u0336l\u0336 statement", None),  # struck through
+        ("Your \u1d7day\u1d7dal statement", None),  # p with stroke, which Unicode does not take apart
+        ("Your \u1d18\u1d00\u028f\u1d18\u1d00\u029f statement", None),  # small capitals
         ("Monthly statement", CYRILLIC_PAYPAL),  # the topic itself
     ],
 )

@@ -16,10 +16,13 @@ and does not deny what reads as no secret.
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from typing import Any
 
 import pytest
 
+from intents import gate
 from intents.gate import CREDENTIAL_TYPES
 from tests.fixtures import asgi_http
 from tests.security.helpers import (
@@ -75,14 +78,65 @@ def respelled(word: str, script: str) -> str | None:
     return out if out != word else None
 
 
-def spellings(word: str) -> list[tuple[str, str]]:
-    """(how, the word so spelled): another script's letters, a hidden character inside, full width."""
+def spellings(word: str) -> list[tuple[str, str, str]]:
+    """(how, the word so spelled, what it reads as): another script's letters, a hidden character
+    inside, full width, and its Latin letters decorated (`decorated`: small capitals read in lower
+    case, negative circled letters in upper case; the rest as `word`)."""
     found = [(f"{script.lower()} letters", s) for script in SCRIPTS if (s := respelled(word, script))]
     letters = [i for i, ch in enumerate(word) if ch.isalpha()]
     middle = letters[len(letters) // 2]
     found += [(name, word[:middle] + ch + word[middle:]) for name, ch in HIDDEN.items()]
     found.append(("full-width", "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in word)))
+    return [(how, spelled, word) for how, spelled in found] + decorated(word)
+
+
+# Combining marks put on each letter: they decorate the letter the person still reads.
+MARKS = {"acute accents": "\u0301", "struck through": "\u0336", "a dot below and a tilde": "\u0323\u0303"}
+
+
+@functools.cache
+def _named_letters() -> dict[str, dict[str, str]]:
+    """Letters found by their Unicode names (not by the operator's tables): for each ASCII letter,
+    a decorated one Unicode does not take apart ("ᵽ", LATIN SMALL LETTER P WITH STROKE), a small
+    capital ("ᴘ") and a negative circled capital ("🅟")."""
+    out: dict[str, dict[str, str]] = {"decorated": {}, "small capital": {}, "negative circled": {}}
+    blocks = ((0x00C0, 0x02B0), (0x1D00, 0x1DC0), (0xA720, 0xA800), (0x1F150, 0x1F16A))
+    for code in (code for first, end in blocks for code in range(first, end)):
+        ch = chr(code)
+        name = unicodedata.name(ch, "")
+        if unicodedata.normalize("NFKD", ch) != ch:
+            continue  # taken apart by Unicode: the marks' case above
+        for kind, prefix, case in (
+            ("decorated", "LATIN SMALL LETTER ", str.lower),
+            ("decorated", "LATIN CAPITAL LETTER ", str.upper),
+            ("small capital", "LATIN LETTER SMALL CAPITAL ", str.lower),
+            ("negative circled", "NEGATIVE CIRCLED LATIN CAPITAL LETTER ", str.upper),
+        ):
+            rest = name[len(prefix) :] if name.startswith(prefix) else ""
+            if len(rest) == 1 or (kind == "decorated" and rest[1:].startswith(" WITH ")):
+                out[kind].setdefault(case(rest[0]), ch)
+    return out
+
+
+def decorated(word: str) -> list[tuple[str, str, str]]:
+    """(how, the word so spelled, the ASCII it reads as): combining marks on each letter, decorated
+    letters, small capitals (lower case, as Unicode has them) and negative circled capitals."""
+    found = [
+        (how, "".join(ch + mark if ch.isalnum() else ch for ch in word), word) for how, mark in MARKS.items()
+    ]
+    named = _named_letters()
+    cases = (("decorated", word), ("small capital", word.lower()), ("negative circled", word.upper()))
+    for how, reads in cases:
+        spelled = "".join(named[how].get(ch, ch) for ch in reads)
+        if spelled != reads:
+            found.append((f"{how} letters", spelled, reads))
     return found
+
+
+def denied_as_written(body: str) -> bool:
+    """Whether the gate denies an email to someone else with this body, as written."""
+    action = gate.Action(type="email", title="t", recipient="bob@example.com", body=body)
+    return gate._judge(action).decision == gate.Verdict.DENY
 
 
 async def _record(http: Any, action: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +166,9 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
             tally.expect(f"{word!r} as written, body (control)", body.get("status") == "blocked", body)
         # Secret material spelled around, in the body and in the title of an email to someone else.
         for word, rest in SECRETS:
-            for how, spelled in spellings(word):
+            for how, spelled, reads in spellings(word):
+                if reads != word and not denied_as_written(f"Here: {reads}{rest}"):
+                    continue  # read in another case, it is no secret to the gate's patterns ("akia")
                 for where in ("body", "title"):
                     text = f"Here: {spelled}{rest}"
                     action = {"type": "email", "recipient": "bob@example.com", where: text}
@@ -137,9 +193,17 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
                 refused_at_door += at_door
                 ok = body.get("status") == "blocked" or at_door
                 tally.expect(f"type {kind!r} in {script.lower()} words", ok, body)
+            # The same type with its Latin letters decorated (a type is read in lower case).
+            for how, spelled, _ in decorated(kind.replace("_", " ")):
+                body = await record(type=spelled, recipient="bob@example.com")
+                at_door = body.get("error") == "invalid_arguments"
+                spelled_types += 1
+                refused_at_door += at_door
+                ok = body.get("status") == "blocked" or at_door
+                tally.expect(f"type {kind!r} in {how}", ok, body)
         # Controls: the reading never loosens the gate, and denies nothing that reads as no secret.
         for text in ("Buy milk, eggs and bread", "Call the dentist about Tuesday"):
-            for how, spelled in spellings(text.split()[1].rstrip(",")):
+            for how, spelled, _ in spellings(text.split()[1].rstrip(",")):
                 body = await record(type="note", body=text.replace(text.split()[1].rstrip(","), spelled))
                 tally.expect(f"a note with a word in {how} (control)", body.get("status") == "queued", body)
         for text in GREETINGS:
@@ -154,8 +218,10 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
     scorecard(
         24,
         f"the gate's words spelled around: {spelled_secrets} spellings of {len(SECRETS)} secret shapes "
-        "(another script's letters, 5 hidden characters inside, full width; in the body and in the title) "
-        f"and {spelled_types} credential types in whole words of another script -> blocked "
+        "(another script's letters, 5 hidden characters inside, full width, combining marks on each "
+        "letter, decorated letters, small capitals, negative circled capitals; in the body and in the "
+        f"title) and {spelled_types} credential types in whole words of another script or in decorated "
+        "letters -> blocked "
         f"({refused_at_door} refused at the door instead); the shapes as written blocked, notes spelled so "
         "queued, other scripts' greetings asked about, a look-alike 'me' never the person (controls)",
         cases=tally.cases,
