@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -105,6 +105,40 @@ KNOWN_TYPES = (
 # Recipients that mean the person themself (compared lower-cased, whitespace collapsed).
 SELF_RECIPIENTS = frozenset({"", "self", "me", "myself", "owner"})
 
+# The words for a password or a key, in English with its short forms, and in other languages the
+# person may write to others in (German, French, Spanish, Portuguese, Dutch, Polish, Swedish, Danish
+# and Norwegian, Finnish, Turkish, Czech and Slovak, Hungarian, Romanian, Russian, Greek, Hebrew,
+# Arabic, Hindi, Vietnamese, Indonesian). Bare "clave" and "parola" are left out: they also mean
+# "key" and "word".
+_CREDENTIAL_WORDS_EN = (
+    r"pass[\s_.-]?word|passwd|passphrase|passcode|"
+    r"api[_ -]?key|secret[_ -]?key|access[_ -]?token|client[_ -]?secret"
+)
+_CREDENTIAL_WORDS = (
+    _CREDENTIAL_WORDS_EN + r"|passwort|kennwort|mot de passe|contrase(?:ñ|n)a|senha|palavra[- ]passe|"
+    r"wachtwoord|has(?:ł|l)o|l(?:ö|o)senord|adgangskode|passord|salasana|(?:ş|s)ifre|heslo|"
+    r"jelsz(?:ó|o)|parolă|пароль|κωδικός|סיסמה|كلمة (?:ال)?مرور|पासवर्ड|m(?:ậ|a)t kh(?:ẩ|a)u|kata sandi"
+)
+# Short forms that are also initials ("PW: Paul Walker"): what follows must look like a secret.
+_SHORT_FORMS = r"pw|pwd|mdp"
+# Written without spaces around it: no word boundary to find.
+_CREDENTIAL_WORDS_CJK = r"密码|密碼|パスワード|비밀번호"
+# "is" in the languages above, and the particles Chinese, Japanese and Korean write it with.
+_IS = (
+    r"(?:\s+(?:is|was|ist|war|est|était|es|era|é|er|var|är|on|jest|je|este|olduğu)\b|"
+    r"\s*(?:是|は|는|은|이))"
+)
+# What a secret stated in words must look like to be one: quoted, or holding a digit ("My password
+# is expired" states no password; "The password is Hunter22" does).
+_STATED_VALUE = r"\s*:?\s*(?:[\"'\u201c\u2018\u00ab]\S{3,}|(?=\S*\d)\S{4,})"
+# A code that signs the person in or approves a payment, given to someone else: a PIN, a one-time
+# or verification code. Not a booking's confirmation code or a door's access code, which people
+# share.
+_CODE_WORDS = (
+    r"pin(?:[\s-]?code)?|otp|one[\s-]time (?:code|password|passcode)|"
+    r"(?:verification|security|login|sign[\s-]?in|authentication|auth|2fa|mfa|sms|tan) code"
+)
+
 # Secret-looking material: a private key block, well-known token shapes, `password: x` and the like.
 SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
@@ -116,9 +150,19 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "password or key assignment",
         re.compile(
-            r"(?i)\b(?:password|passwd|passphrase|api[_ -]?key|secret[_ -]?key|access[_ -]?token|"
-            r"client[_ -]?secret)\b\s*[:=]\s*\S{4,}"
+            rf"(?i)(?:\b(?:{_CREDENTIAL_WORDS})\b|{_CREDENTIAL_WORDS_CJK})\s*[:=\uff1a]\s*\S{{4,}}"
+            rf"|\b(?:{_SHORT_FORMS})\s*[:=]{_STATED_VALUE}"
         ),
+    ),
+    (
+        "password stated in words",
+        re.compile(
+            rf"(?i)(?:\b(?:{_CREDENTIAL_WORDS}|{_SHORT_FORMS})|{_CREDENTIAL_WORDS_CJK}){_IS}{_STATED_VALUE}"
+        ),
+    ),
+    (
+        "PIN or one-time code",
+        re.compile(rf"(?i)\b(?:{_CODE_WORDS})\b(?:\s*[:=]|{_IS}\s*:?|\s)\s*\d(?:[\s-]?\d){{3,9}}\b"),
     ),
 )
 
@@ -130,6 +174,17 @@ def normalise_type(value: str) -> str:
 
 def normalise_recipient(value: str | None) -> str:
     return " ".join((value or "").split()).lower()
+
+
+# A word spelled out: three or more single letters or digits, each set off by one space, dot,
+# hyphen, underscore, asterisk or bullet ("p a s s w o r d"; "a b c" becomes "abc", which no rule
+# reads).
+_SPELLED_OUT = re.compile(r"(?<![^\W_])[^\W_](?:[ .\-_*·•][^\W_](?![^\W_])){2,}")
+_SPELLING_GAPS = re.compile(r"[ .\-_*·•]")
+
+
+def _joined(text: str) -> str:
+    return _SPELLED_OUT.sub(lambda found: _SPELLING_GAPS.sub("", found.group()), text)
 
 
 @dataclass(frozen=True)
@@ -170,6 +225,13 @@ class Action:
             body=None if self.body is None else as_seen(self.body),
         )
 
+    def spelled_out_joined(self) -> Action:
+        """The action with each word spelled out letter by letter in its title and body read as the
+        word ("p a s s w o r d", "p-a-s-s-w-o-r-d" and "h.u.n.t.e.r.2.2" read as written whole)."""
+        return replace(
+            self, title=_joined(self.title), body=None if self.body is None else _joined(self.body)
+        )
+
     def secrets_found(self) -> list[str]:
         text = f"{self.title}\n{self.body or ''}"
         return [name for name, pattern in SECRET_PATTERNS if pattern.search(text)]
@@ -207,7 +269,8 @@ RULES: tuple[Rule, ...] = (
         "secret_material",
         Verdict.DENY,
         "the title or body holds secret-looking material (a private key, an API token, "
-        "`password: ...`) and the action is not self-directed",
+        "`password: ...` in English or 25 other languages, a password stated in words, a PIN or "
+        "one-time code) and the action is not self-directed",
         "The action would carry secret-looking material (a key, a token or a password) away from the "
         "person: denied.",
         lambda a: not a.self_directed and bool(a.secrets_found()),
@@ -279,24 +342,26 @@ class GateResult:
 
 # Added to the reasons when the action as the person reads it is judged stricter than as written.
 AS_SEEN_REASON = (
-    "It is judged as it reads: its look-alike and decorated letters read as the letters they show and "
-    "its invisible characters dropped."
+    "It is judged as it reads: its look-alike and decorated letters read as the letters they show, "
+    "a word spelled out letter by letter read whole, and its invisible characters dropped."
 )
 
 
 def evaluate(action: Action) -> GateResult:
     """The action is judged as written and as the person reads it (`Action.as_seen`: "share
     password" written with two Cyrillic letters is "share password", and "password: x" with a
-    zero-width space inside, or struck through, is a password); the stricter judgement stands, so
-    a spelling can make the gate stricter, never looser."""
-    written = _judge(action)
+    zero-width space inside, or struck through, is a password; then, `Action.spelled_out_joined`,
+    "p a s s w o r d: x" is one too); the strictest judgement stands, so a spelling can make the
+    gate stricter, never looser."""
+    verdict = _judge(action)
     seen = action.as_seen()
-    if seen == action:
-        return written
-    read = _judge(seen)
-    if read.decision.strictness <= written.decision.strictness:
-        return written
-    return GateResult(read.decision, (*read.reasons, AS_SEEN_REASON), read.rule_ids)
+    for reading in (seen, seen.spelled_out_joined()):
+        if reading == action:
+            continue
+        read = _judge(reading)
+        if read.decision.strictness > verdict.decision.strictness:
+            verdict = GateResult(read.decision, (*read.reasons, AS_SEEN_REASON), read.rule_ids)
+    return verdict
 
 
 def _judge(action: Action) -> GateResult:
@@ -331,12 +396,13 @@ def render_markdown() -> str:
         "Secret-looking material: " + "; ".join(name for name, _ in SECRET_PATTERNS) + ".",
         f"If no rule matches, the verdict is **{Verdict.REQUIRES_APPROVAL}**: {FALLBACK_REASON}",
         "",
-        "Every action is judged twice: as written, and as the person reads it (each look-alike letter "
+        "Every action is judged as written and as the person reads it (each look-alike letter "
         "read as the letter it shows, a Latin letter's accents, strokes and hooks taken off, a small "
         "capital read as its letter, invisible characters dropped: a type `share password` written "
         "with two Cyrillic letters is `share password`, and `password: x` with a zero-width space "
-        "inside, with accents on its letters or in small capitals is a password). The stricter "
-        "verdict stands, "
+        "inside, with accents on its letters or in small capitals is a password), and with a word "
+        "spelled out letter by letter read whole (`p a s s w o r d: x` is a password too). The "
+        "strictest verdict stands, "
         f"with the reason: {AS_SEEN_REASON}",
     ]
     return "\n".join(lines)

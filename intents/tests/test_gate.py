@@ -209,3 +209,51 @@ def test_text_of_another_script_is_not_read_as_a_secret() -> None:
     for body in ("\u041f\u0440\u0438\u0432\u0435\u0442", "caf\u00e9 cr\u00e8me", "\u65e5\u672c\u8a9e"):
         result = verdict(type="email", recipient="bob", body=body)
         assert result.decision == Verdict.REQUIRES_APPROVAL and gate.AS_SEEN_REASON not in result.reasons
+
+
+@pytest.mark.parametrize(
+    ("body", "found"),
+    [
+        ("The password is Hunter22", "password stated in words"),
+        ("Das Kennwort ist Geheim123", "password stated in words"),
+        ("\u6211\u7684\u5bc6\u7801\u662fhunter22", "password stated in words"),  # Chinese, no spaces
+        ("pw: hunter22", "password or key assignment"),
+        ("\u043f\u0430\u0440\u043e\u043b\u044c: hunter22", "password or key assignment"),  # Russian
+        ("mot de passe : hunter22", "password or key assignment"),
+        ("PIN 4821", "PIN or one-time code"),
+        ("Your verification code is 482 913", "PIN or one-time code"),
+    ],
+)
+def test_a_secret_given_in_words_is_secret_material(body: str, found: str) -> None:
+    action = Action(type="email", title="t", recipient="bob", body=body)
+    assert found in action.secrets_found()
+    assert verdict(type="email", recipient="bob", body=body).decision == Verdict.DENY
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "My password is expired, please reset it.",
+        "The Wi-Fi password is on the fridge",
+        "Password is 8+ characters long",
+        "The PIN pad is broken",
+        "Your booking confirmation code is 482913",
+        "The door access code is 4821",
+        "Spin: 1234 rounds",
+        "PW: Paul Walker sends his regards",  # a short form that is also initials
+    ],
+)
+def test_words_about_a_secret_that_give_none_are_not_secret_material(body: str) -> None:
+    assert Action(type="email", title="t", recipient="bob", body=body).secrets_found() == []
+
+
+def test_a_word_spelled_out_letter_by_letter_is_read_whole() -> None:
+    action = Action(type="email", title="p a s s w o r d: hunter22", recipient="bob", body="h-u-n-t-e-r")
+    joined = action.spelled_out_joined()
+    assert (joined.title, joined.body) == ("password: hunter22", "hunter")
+    assert gate._judge(action).decision == Verdict.REQUIRES_APPROVAL  # as written: no secret found
+    result = gate.evaluate(action)
+    assert result.decision == Verdict.DENY and result.reasons[-1] == gate.AS_SEEN_REASON
+    # Two letters are no spelled-out word, and words of two or more letters are left as they are.
+    plain = Action(type="email", title="a b to c-d", recipient="bob", body="pass the salt")
+    assert plain.spelled_out_joined() == plain
