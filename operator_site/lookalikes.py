@@ -25,9 +25,11 @@ by title matches every item whose title folds the same, so a look-alike twin mak
 ambiguous rather than silently the other one (`goals.goal_model.state.resolve`); an agent's revert
 may not bring a belief back beside one whose key folds the same (`beliefs.services`).
 
-Rules that look for words in free text read it with `as_seen` (hidden characters dropped, then
-`read`: the fold's letters, case and spacing kept): the gate's credential types and secret
-patterns (`intents.gate`), and a directive's topic in a notice (`intents.directives`).
+Rules that look for words in free text read it with `as_seen` (hidden characters dropped, Latin
+letters bare — `undecorated`: accents, strokes and hooks off, small capitals and circled capitals as
+plain letters — then `read`: the fold's letters, case and spacing kept): the gate's credential
+types and secret patterns (`intents.gate`), and a directive's topic in a notice
+(`intents.directives`). Names are never read bare: "café" and "cafe" stay two names.
 """
 
 from __future__ import annotations
