@@ -285,3 +285,22 @@ class Tally:
         self.cases += 1
         if not ok:
             self.problems.append(f"{what}: {str(body)[:300]}")
+
+
+@dataclass
+class IntentRecorder:
+    """Records action intents through the real tool (`operator_record_action_intent`) and returns
+    each answer's envelope. A call without a title gets a distinct one ("Case N"): the same call
+    again the same day would return the same row. Checks 24 and 25 drive the gate with it."""
+
+    http: Any
+    calls: int = 0
+
+    async def __call__(self, **action: Any) -> dict[str, Any]:
+        self.calls += 1
+        action = {"title": f"Case {self.calls}", **action}
+        message = message_of(
+            await post(self.http, tools_call("operator_record_action_intent", {"action": action}))
+        )
+        body, _ = envelope_of(message)
+        return body

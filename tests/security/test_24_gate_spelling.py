@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from typing import Any
 
 import pytest
 
@@ -26,12 +25,9 @@ from intents import gate
 from intents.gate import CREDENTIAL_TYPES
 from tests.fixtures import asgi_http
 from tests.security.helpers import (
+    IntentRecorder,
     Tally,
-    envelope_of,
     look_alike_letters,
-    message_of,
-    post,
-    tools_call,
     whole_word_twin,
 )
 
@@ -139,13 +135,6 @@ def denied_as_written(body: str) -> bool:
     return gate._judge(action).decision == gate.Verdict.DENY
 
 
-async def _record(http: Any, action: dict[str, Any]) -> dict[str, Any]:
-    body, _ = envelope_of(
-        message_of(await post(http, tools_call("operator_record_action_intent", {"action": action})))
-    )
-    return body
-
-
 async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
     principals, scorecard, no_rate_limit
 ) -> None:
@@ -153,12 +142,7 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
     tally = Tally()
     spelled_secrets = spelled_types = refused_at_door = 0
     async with asgi_http(agent.token) as http:
-        n = 0
-
-        async def record(**action: Any) -> dict[str, Any]:
-            nonlocal n
-            n += 1  # distinct titles: the same call again the same day would return the same row
-            return await _record(http, {"title": f"Case {n}", **action})
+        record = IntentRecorder(http)
 
         # Controls: each secret as written is denied, in the body and in the title.
         for word, rest in SECRETS:
@@ -171,13 +155,8 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
                     continue  # read in another case, it is no secret to the gate's patterns ("akia")
                 for where in ("body", "title"):
                     text = f"Here: {spelled}{rest}"
-                    action = {"type": "email", "recipient": "bob@example.com", where: text}
-                    if where == "title":
-                        action["title"] = text.replace("\n", " ")
-                        n += 1
-                        body = await _record(http, action)
-                    else:
-                        body = await record(**action)
+                    text = text.replace("\n", " ") if where == "title" else text
+                    body = await record(type="email", recipient="bob@example.com", **{where: text})
                     spelled_secrets += 1
                     tally.expect(f"{word!r} in {how}, {where}", body.get("status") == "blocked", body)
         # A credentials type written with whole words of another script's letters.

@@ -16,12 +16,10 @@ and codes that give none, and notes to the person holding one — must not be.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.fixtures import asgi_http
-from tests.security.helpers import Tally, envelope_of, message_of, post, tools_call
+from tests.security.helpers import IntentRecorder, Tally
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -104,30 +102,15 @@ NOT_GIVEN = (
 )
 
 
-async def _record(http: Any, action: dict[str, Any]) -> dict[str, Any]:
-    body, _ = envelope_of(
-        message_of(await post(http, tools_call("operator_record_action_intent", {"action": action})))
-    )
-    return body
-
-
 async def test_a_secret_given_in_ordinary_words_is_denied(principals, scorecard, no_rate_limit) -> None:
     tally = Tally()
     async with asgi_http(principals["full_agent"].token) as http:
-        n = 0
-
-        async def record(**action: Any) -> dict[str, Any]:
-            nonlocal n
-            n += 1  # distinct titles: the same call again the same day would return the same row
-            return await _record(http, {"title": f"Case {n}", **action})
+        record = IntentRecorder(http)
 
         for how, text in GIVEN:
             body = await record(type="email", recipient="bob@example.com", body=f"Hi Bob. {text}")
             tally.expect(f"{how}, body", body.get("status") == "blocked", body)
-            n += 1
-            body = await _record(
-                http, {"type": "send", "title": f"{n}: {text}", "recipient": "bob@example.com"}
-            )
+            body = await record(type="send", title=text, recipient="bob@example.com")
             tally.expect(f"{how}, title", body.get("status") == "blocked", body)
         for text in NOT_GIVEN:
             body = await record(type="email", recipient="bob@example.com", body=text)
