@@ -140,29 +140,35 @@ _CODE_WORDS = (
 )
 
 # Secret-looking material: a private key block, well-known token shapes, `password: x` and the like.
-SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    ("AWS access key", re.compile(r"\bA(?:KIA|SIA)[0-9A-Z]{16}\b")),
-    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
-    ("API secret key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("operator token", re.compile(r"\bopk_[A-Za-z0-9_-]{20,}")),
+# Each pattern says whether it reads the text lower-cased (words, in any case) or as written (a
+# token's shape, whose case is part of it). Lower-casing once and matching without IGNORECASE is
+# ~6x faster on a long body: Python's `re` folds case character by character at every position.
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    ("private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"), False),
+    ("AWS access key", re.compile(r"\bA(?:KIA|SIA)[0-9A-Z]{16}\b"), False),
+    ("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), False),
+    ("API secret key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), False),
+    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), False),
+    ("operator token", re.compile(r"\bopk_[A-Za-z0-9_-]{20,}"), False),
     (
         "password or key assignment",
         re.compile(
-            rf"(?i)(?:\b(?:{_CREDENTIAL_WORDS})\b|{_CREDENTIAL_WORDS_CJK})\s*[:=\uff1a]\s*\S{{4,}}"
+            rf"(?:\b(?:{_CREDENTIAL_WORDS})\b|{_CREDENTIAL_WORDS_CJK})\s*[:=\uff1a]\s*\S{{4,}}"
             rf"|\b(?:{_SHORT_FORMS})\s*[:=]{_STATED_VALUE}"
         ),
+        True,
     ),
     (
         "password stated in words",
         re.compile(
-            rf"(?i)(?:\b(?:{_CREDENTIAL_WORDS}|{_SHORT_FORMS})|{_CREDENTIAL_WORDS_CJK}){_IS}{_STATED_VALUE}"
+            rf"(?:\b(?:{_CREDENTIAL_WORDS}|{_SHORT_FORMS})|{_CREDENTIAL_WORDS_CJK}){_IS}{_STATED_VALUE}"
         ),
+        True,
     ),
     (
         "PIN or one-time code",
-        re.compile(rf"(?i)\b(?:{_CODE_WORDS})\b(?:\s*[:=]|{_IS}\s*:?|\s)\s*\d(?:[\s-]?\d){{3,9}}\b"),
+        re.compile(rf"\b(?:{_CODE_WORDS})\b(?:\s*[:=]|{_IS}\s*:?|\s)\s*\d(?:[\s-]?\d){{3,9}}\b"),
+        True,
     ),
 )
 
@@ -234,7 +240,10 @@ class Action:
 
     def secrets_found(self) -> list[str]:
         text = f"{self.title}\n{self.body or ''}"
-        return [name for name, pattern in SECRET_PATTERNS if pattern.search(text)]
+        lowered = text.lower()
+        return [
+            name for name, pattern, lower in SECRET_PATTERNS if pattern.search(lowered if lower else text)
+        ]
 
 
 @dataclass(frozen=True)
@@ -393,7 +402,7 @@ def render_markdown() -> str:
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     lines += [
         "",
-        "Secret-looking material: " + "; ".join(name for name, _ in SECRET_PATTERNS) + ".",
+        "Secret-looking material: " + "; ".join(name for name, _, _ in SECRET_PATTERNS) + ".",
         f"If no rule matches, the verdict is **{Verdict.REQUIRES_APPROVAL}**: {FALLBACK_REASON}",
         "",
         "Every action is judged as written and as the person reads it (each look-alike letter "
