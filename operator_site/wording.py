@@ -676,9 +676,12 @@ CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
 # "once" that counts rather than conditions, where nothing can hang a condition on it: "once again",
 # and inside a sentence "at once", "once a week", "once per month", "once every two weeks", "once
 # daily", at its end or before "on", "at", "in", ... ("I call my mother once a week on Sundays").
-# Anything else is a condition: "Once the offer comes through", "Once every debt is paid", "Once a
-# week passes, ...", "... Berlin once a month is over", and any "once" that opens a sentence but
-# "Once again" (fail closed: "Once a week, I fast" is refused; "I fast once a week" is not).
+# Opening a sentence, "once a week" counts only when the sentence's subject follows it, a pronoun or
+# a possessive ("Once a week, I fast"; "Once a month my sister visits"): a condition would need a verb
+# there ("Once a week passes, ..."). Anything else is a condition: "Once the offer comes through",
+# "Once every debt is paid", "Once a week passes, ...", "... Berlin once a month is over", and any
+# other "once" that opens a sentence but "Once again" (fail closed: "Once a week the rent is due" is
+# refused, since "the" may open the condition's subject).
 _TIMES = frozenset(
     {
         *("hour", "day", "night", "morning", "evening", "week", "weekend", "fortnight", "month"),
@@ -692,6 +695,7 @@ _HOW_MANY = frozenset(
     {*("two", "three", "four", "five", "six", "seven", "eight"), *("nine", "ten", "twelve", "few", "other")}
 )
 _THEN = frozenset({"", "on", "at", "in", "for", "with", "and", "or", "but"})  # "": the sentence ends
+_SUBJECTS = frozenset({"i", "we", "you", "he", "she", "they", "my", "our", "your", "his", "her", "their"})
 
 
 def _is_time(word: str) -> bool:
@@ -703,9 +707,7 @@ def _once_counts(words: tuple[str, ...], i: int) -> bool:
     after = (*words[i + 1 : i + 5], "", "", "", "")
     if after[0] == "again":
         return True
-    if i == 0:
-        return False
-    if words[i - 1] == "at":  # "at once", unless a clause follows ("... at once the loan clears")
+    if i > 0 and words[i - 1] == "at":  # "at once", unless a clause follows ("... at once the loan clears")
         return after[0] in _THEN
     if after[0] in _HOW_OFTEN:
         length = 1
@@ -715,7 +717,7 @@ def _once_counts(words: tuple[str, ...], i: int) -> bool:
         length = 3
     else:
         return False
-    return after[length] in _THEN
+    return after[length] in (_SUBJECTS if i == 0 else _THEN)
 
 
 def condition_in(words: tuple[str, ...]) -> str | None:

@@ -261,7 +261,7 @@ GYM = [add("behavior_policy", "gym", "once a week")]
     [
         "Once the offer comes through, my gym is once a week.",
         "Once a week passes, my gym is once a week.",
-        "Once a week, my gym is once a week.",
+        "Once a month the gym is full, my gym is once a week.",
         "My gym is once a week once every debt is paid.",
         "My gym is once a week once a month is over.",
         "My gym is once a week once a month from now.",
@@ -281,6 +281,7 @@ def test_once_that_hangs_a_condition_on_the_change_authorises_nothing(owner, age
         "My gym is once a week on Sundays.",
         "My gym is once a week, in effect at once.",
         "Once again: my gym is once a week.",
+        "Once a week, my gym is once a week.",
         "My gym is once a week and I swim once every two weeks.",
     ],
 )

@@ -106,7 +106,11 @@ def test_negations_include_contractions_denials_and_the_past() -> None:
         ("Once every debt is paid, I retire.", "once"),
         ("Once a decision is made my city is Berlin.", "once"),
         ("Once a week passes, my city is Berlin.", "once"),
-        ("Once a week, I fast.", "once"),  # fail closed: a "once" that opens a sentence
+        ("Once a week, I fast.", None),  # the subject follows: it says how often
+        ("Once every two weeks we meet.", None),
+        ("Once monthly, my sister visits.", None),
+        ("Once a week is over, I fast.", "once"),  # a verb follows: a condition
+        ("Once a month the rent is due.", "once"),  # fail closed: "the" may open the condition
         ("My city is Berlin once a week passes.", "once"),
         ("My city is Berlin once a month is over.", "once"),
         ("My city is Berlin once every creditor is paid.", "once"),
