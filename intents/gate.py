@@ -255,6 +255,15 @@ class Rule:
     matches: Callable[[Action], bool]
 
 
+def _squeezed(kind: str) -> str:
+    """A type without the separators between its letters: "share_pass_word" is "sharepassword". Only
+    the deny rule compares types so (a type squeezed into `note` is no note)."""
+    return kind.replace("_", "")
+
+
+_SQUEEZED_CREDENTIAL_TYPES = frozenset(_squeezed(kind) for kind in CREDENTIAL_TYPES)
+
+
 def _types(names: frozenset[str]) -> str:
     return ", ".join(f"`{n}`" for n in sorted(names))
 
@@ -270,9 +279,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "credentials",
         Verdict.DENY,
-        f"type is one of {_types(CREDENTIAL_TYPES)}",
+        f"type is one of {_types(CREDENTIAL_TYPES)}, with or without the spaces, hyphens and "
+        "underscores between its letters (`sharepassword`, `share_pass_word`)",
         "Sharing credentials, passwords, keys or other secrets is never done for an agent: denied.",
-        lambda a: a.kind in CREDENTIAL_TYPES,
+        lambda a: _squeezed(a.kind) in _SQUEEZED_CREDENTIAL_TYPES,
     ),
     Rule(
         "secret_material",

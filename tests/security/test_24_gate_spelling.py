@@ -172,6 +172,18 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
                 refused_at_door += at_door
                 ok = body.get("status") == "blocked" or at_door
                 tally.expect(f"type {kind!r} in {script.lower()} words", ok, body)
+            # The same type with its separators moved, dropped or doubled, and its letters spaced out.
+            squeezed = kind.replace("_", "")
+            middle = len(squeezed) // 2
+            for spelled in (
+                squeezed,
+                f"{squeezed[:middle]}_{squeezed[middle:]}",
+                kind.replace("_", " - "),
+                " ".join(squeezed),
+            ):
+                body = await record(type=spelled, recipient="bob@example.com")
+                spelled_types += 1
+                tally.expect(f"type {kind!r} as {spelled!r}", body.get("status") == "blocked", body)
             # The same type with its Latin letters decorated (a type is read in lower case).
             for how, spelled, _ in decorated(kind.replace("_", " ")):
                 body = await record(type=spelled, recipient="bob@example.com")
@@ -199,8 +211,8 @@ async def test_the_gate_denies_what_reads_as_a_secret_however_it_is_spelled(
         f"the gate's words spelled around: {spelled_secrets} spellings of {len(SECRETS)} secret shapes "
         "(another script's letters, 5 hidden characters inside, full width, combining marks on each "
         "letter, decorated letters, small capitals, negative circled capitals; in the body and in the "
-        f"title) and {spelled_types} credential types in whole words of another script or in decorated "
-        "letters -> blocked "
+        f"title) and {spelled_types} credential types in whole words of another script, in decorated "
+        "letters or with their separators moved -> blocked "
         f"({refused_at_door} refused at the door instead); the shapes as written blocked, notes spelled so "
         "queued, other scripts' greetings asked about, a look-alike 'me' never the person (controls)",
         cases=tally.cases,
