@@ -100,9 +100,9 @@ _LATIN_BLOCKS = (
 def _bare_reading() -> tuple[dict[int, str], re.Pattern[str]]:
     """The table of decorated Latin letters (each to its plain letter) with the fold's look-alike
     table over it, and the pattern of combining marks (categories Mn and Me) following an ASCII
-    character. Built on first use from this Python's
-    Unicode database (a scan of the first two planes, ~20 ms once per process), as
-    `operator_site.hidden` builds its classes."""
+    character. Built on first use from this Python's Unicode database (a scan of the first two
+    planes, ~25 ms once per process), as `operator_site.hidden` builds its classes. Past those
+    planes the only marks are variation selectors, which `as_seen` has dropped as hidden."""
     letters: dict[int, str] = {}
     for first, last in _LATIN_BLOCKS:
         for code in range(first, last + 1):
