@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from goals import goal_model, services
 from goals.goal_model.schemas import GoalModelChange
-from operator_site.display import Identifier, IdOrIdentifier
+from operator_site.display import Identifier, IdOrIdentifier, TitleIdentifier
 from operator_site.evidence import QUOTE_DESCRIPTION, Confirmed
 from operator_site.face.dispatch import ToolCall
 from operator_site.face.registry import CLAIMED_ACTOR, ToolArgs, ToolClass, tool
@@ -150,7 +150,7 @@ class ApplyGoalChangeArgs(ToolArgs):
         None,
         description="Not for add: id, or a title matching one goal (any case).",
     )
-    title: Identifier | None = Field(None, min_length=1, max_length=300, description="add: its title.")
+    title: TitleIdentifier | None = Field(None, min_length=1, max_length=300, description="add: its title.")
     detail: str | None = Field(None, max_length=4000, description="add: what it means.")
     importance: int | None = Field(
         None,

@@ -27,7 +27,7 @@ from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
 from pydantic_core import core_schema
 from typing_extensions import TypeAliasType
 
-from operator_site.display import check_identifier, check_target
+from operator_site.display import check_identifier, check_target, check_title
 from operator_site.refusals import Refusal
 
 
@@ -52,14 +52,17 @@ class ChangeModel(BaseModel):
         return out
 
 
-def identifier_type(name: str, *, max_length: int, description: str, target: bool = False) -> Any:
+def identifier_type(
+    name: str, *, max_length: int, description: str, target: bool = False, title: bool = False
+) -> Any:
     """A named text type (one shared `$defs` entry) for what later changes target by name — a
     belief's key, a goal's title: stripped, not empty, at most `max_length` characters, and checked
     at the door like every identifier (operator_site.display): a new name refuses hidden characters,
     a character not in its plain form (NFKC) and a word mixing scripts; `target`, a type that may also
     name what exists (a belief's key on update and retire), refuses hidden characters alone — the
-    model of an op that makes a new name then checks it as one (`check_identifier`)."""
-    check = check_target if target else check_identifier
+    model of an op that makes a new name then checks it as one (`check_identifier`); `title`, a title
+    a person reads, which may also hold typographic signs ("½", "m²", "™": `check_title`)."""
+    check = check_target if target else check_title if title else check_identifier
     return TypeAliasType(
         name,
         Annotated[

@@ -27,7 +27,9 @@ through it:
   character. A new name (an added belief's key, a title on add or rename, a task key, a topic, an
   action type, a recipient) must also be in its plain form (NFKC: no full-width, mathematical,
   circled or superscript letters, no ligatures) with no word mixing scripts (`operator_site.wording`
-  decides that, for the evidence rules too): it would be a second name reading as another. A name
+  decides that, for the evidence rules too): it would be a second name reading as another. A title
+  (a goal's, priority's or project's: `TitleIdentifier`, `check_title`) may also hold the typographic
+  signs of ordinary writing that NFKC spells out ("½", "m²", "™", "…": `typographic`). A name
   that only finds what exists (`check_target`, `IdOrIdentifier`: a belief's key on update or retire,
   a target or link by title) refuses hidden characters alone, so a row stored before that rule can
   still be reached by its stored name (see "identifiers" below for why refuse, not normalise).
@@ -381,9 +383,12 @@ def _parts_of(text: Any) -> tuple[tuple[str, bool], ...]:
 # name that only finds what exists — a belief's key on update or retire, a goal, priority or project
 # named as a target or a link — is checked for hidden characters alone (`target=True`), so a row stored
 # before the rule can still be read, updated and retired by exactly its stored name, and cleaned up.
-def identifier_problem(text: str | None, *, target: bool = False) -> str | None:
+def identifier_problem(text: str | None, *, target: bool = False, title: bool = False) -> str | None:
     """Why this text cannot be an identifier (naming the first offending character and where it is),
-    or None if it can. `target`: it names something that exists (hidden characters alone refused)."""
+    or None if it can. `target`: it names something that exists (hidden characters alone refused).
+    `title`: a goal's, priority's or project's title, words a person reads — the typographic signs
+    of ordinary writing that NFKC spells out (`typographic`: "½", "m²", "CO₂", "™", "…", "1º",
+    full-width brackets and commas) are allowed in it; a letter or digit reading as another is not."""
     if not text:
         return None
     match = refused_re().search(text)
@@ -395,7 +400,52 @@ def identifier_problem(text: str | None, *, target: bool = False) -> str | None:
         )
     if target or text.isascii():  # plain ASCII is in its plain form and one script
         return None
+    if title:
+        # Each sign is checked as what it is, and the words around it as if it were not there ("m²"
+        # is the word "m": a sign has no script of its own, though Unicode names "²" SUPERSCRIPT).
+        signs = {at for at, ch in enumerate(text) if typographic(ch)}
+        if signs:
+            rest = "".join(" " if at in signs else ch for at, ch in enumerate(text))
+            return _not_plain(rest) or _mixed_word(rest)
     return _not_plain(text) or _mixed_word(text)
+
+
+# The typographic signs a title may hold though NFKC spells them out. None reads as a letter or a digit
+# of a name at full size: a fraction, a raised or lowered digit or sign, a punctuation mark or symbol
+# in its full-width (CJK), small or vertical form or spelled with several ("…" is "..."), and a short
+# list of signs people type as they are. Still refused in a title: every letter or digit in another
+# form (full-width, mathematical, circled, parenthesised, raised letters, ligatures, the Kelvin sign,
+# Roman numerals, half-width kana, squared units such as "㎡") — each would be a second title reading as
+# another. Titles are compared by `lookalikes.fold`, which is NFKC, so "Run ½ marathon" and "Run 1/2
+# marathon" (with U+2044) still name each other (a title naming both is refused as ambiguous).
+_TYPOGRAPHIC_SIGNS = frozenset(
+    "\u2122\u2120"  # ™ ℠
+    "\u2103\u2109"  # ℃ ℉
+    "\u2116"  # № (Russian "Квартира №5")
+    "\u00aa\u00ba"  # ª º (Spanish and Portuguese ordinals: "1º de mayo")
+    "\u00b5"  # µ (the micro sign of "25 µg"; NFKC makes it the Greek mu, the same glyph)
+)
+_SIGN_TAGS = frozenset({"<wide>", "<narrow>", "<small>", "<vertical>", "<compat>"})
+
+
+def typographic(ch: str) -> bool:
+    """Is `ch` a typographic sign a title may hold though NFKC changes it (see `_TYPOGRAPHIC_SIGNS`)?
+    False for a character NFKC leaves as it is: it needs no allowance."""
+    if ch in _TYPOGRAPHIC_SIGNS:
+        return True
+    tag = unicodedata.decomposition(ch).partition(" ")[0]
+    if tag == "<fraction>":
+        return True
+    if tag in ("<super>", "<sub>"):
+        # ² ₂ ⁺ ⁽ ™: not a raised letter (ᵃ ⁿ ₒ) nor a raised ideograph (the kanbun marks ㆒ ㆓).
+        plain = unicodedata.normalize("NFKC", ch)
+        ascii_words = all(c.isascii() or not c.isalnum() for c in plain)
+        return ascii_words and not unicodedata.category(ch).startswith("L")
+    if tag in _SIGN_TAGS:
+        # Neither the sign nor what NFKC makes of it holds a letter or digit: full-width
+        # brackets and commas, "…", "‼", the spacing acute accent.
+        return not ch.isalnum() and not any(c.isalnum() for c in unicodedata.normalize("NFKC", ch))
+    return False
 
 
 def _not_plain(text: str) -> str | None:
@@ -463,6 +513,14 @@ def _check_identifier(value: Any) -> Any:
     return value
 
 
+def _check_title(value: Any) -> Any:
+    if isinstance(value, str):
+        problem = identifier_problem(value, title=True)
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
 def _check_target(value: Any) -> Any:
     if isinstance(value, str):
         problem = identifier_problem(value, target=True)
@@ -476,9 +534,12 @@ def _check_target(value: Any) -> Any:
 # form, or a word mixing scripts. Combine with Field(...) as usual. Checked before the field's own
 # constraints (a pattern, a length), so the refusal always names the character.
 Identifier = Annotated[str, BeforeValidator(_check_identifier)]
+# A new goal's, priority's or project's title: an identifier that may also hold typographic signs.
+TitleIdentifier = Annotated[str, BeforeValidator(_check_title)]
 # A target named by id or by its title: the title is checked as a target (hidden characters alone: it
 # may name a row stored before the plain-form rule), and the refusal names the field itself, not a
 # branch of the union.
 IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(_check_target)]
 check_identifier = _check_identifier
+check_title = _check_title
 check_target = _check_target

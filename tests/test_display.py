@@ -191,6 +191,42 @@ def test_a_new_identifier_is_plain_and_one_script_a_target_only_visible() -> Non
     assert "U+202E" in (display.identifier_problem("a\u202eb", target=True) or "")
 
 
+def test_a_title_may_hold_typographic_signs_but_no_letter_in_another_form() -> None:
+    """A title allows the signs of ordinary writing that NFKC spells out; every other new name still
+    refuses them, and a title still refuses a letter or digit in another form, naming it. The lists are
+    written here from the characters' names, not taken from the operator's own class."""
+    signs = (
+        "\u00bd\u00bc\u00be\u2153\u215b"  # fractions
+        "\u00b2\u00b3\u00b9\u2070\u2074\u2089\u2082\u207a\u207b\u207d\u207e"  # raised, lowered
+        "\u2122\u2120\u2026\u203c\u00b4"  # ™ ℠ … ‼ spacing acute
+        "\uff08\uff09\uff0c\uff1a\uff01\uff1f\uff5e\uff0f\ufe50\uff64"  # wide, small, narrow
+        "\u00aa\u00ba\u00b5\u2103\u2109\u2116"  # ª º µ ℃ ℉ №
+    )
+    for sign in signs:
+        assert not unicodedata.is_normalized("NFKC", sign), sign  # each needs the allowance
+        assert display.typographic(sign), f"U+{ord(sign):04X}"
+        assert display.identifier_problem(f"Plan 3{sign} now", title=True) is None, sign
+        problem = display.identifier_problem(f"plan3{sign}now")
+        assert problem and f"U+{ord(sign):04X}" in problem, (sign, problem)
+    letters = (
+        "\uff41\uff21\uff11"  # full-width a, A, 1
+        "\U0001d41a\U0001d7ce"  # mathematical bold a, digit zero
+        "\u24d0\u24b6\u2474\u249c"  # circled a and A, parenthesised 1 and a
+        "\u1d43\u207f\u2090\u1d2c"  # raised and lowered letters
+        "\ufb01\u0133\u017f\u212a\u2160\u2170"  # ligatures, long s, Kelvin, Roman numerals
+        "\uff71\u33a1\u3392\u2100\u3192\u3220"  # kana, ㎡, a/c, kanbun
+    )
+    for letter in letters:
+        assert not display.typographic(letter), f"U+{ord(letter):04X}"
+        problem = display.identifier_problem(f"Plan 3{letter} now", title=True)
+        assert problem and f"U+{ord(letter):04X}" in problem, (letter, problem)
+    # A sign does not hide a look-alike letter beside it, nor join two scripts into one word.
+    problem = display.identifier_problem("t\u043ene\u00b2", title=True)
+    assert problem and "U+043E" in problem and "position 2" in problem, problem
+    assert display.identifier_problem("\u043c\u00b2", title=True) is None  # Cyrillic м with a raised two
+    assert not display.typographic("a") and not display.typographic("\u00e9")  # NFKC leaves them
+
+
 def test_plain_text_marks_each_hidden_character_and_keeps_layout() -> None:
     assert (
         display.visible_text("DE89\u202e1234\u202c\nx\r\ny\rz") == "DE89[U+202E]1234[U+202C]\nx\ny[U+000D]z"

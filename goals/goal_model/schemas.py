@@ -42,11 +42,15 @@ def _link(value: Any) -> int | str | None:
 # Titles and names are what later changes target (and a project's goal link targets one now): they
 # refuse hidden characters at the door, like every identifier (operator_site.display). A title or
 # name given on add or update is a new name: it also refuses a character not in its plain form (NFKC)
-# and a word mixing scripts, which would make a second item reading as another. A target or link only
-# finds what exists: hidden characters alone, so an item titled before that rule can still be named
-# (and by id always). Named types are one shared `$defs` entry in the published schema.
+# and a word mixing scripts, which would make a second item reading as another — save the typographic
+# signs of ordinary writing ("½", "m²", "™", "…": `operator_site.display.typographic`). A target or
+# link only finds what exists: hidden characters alone, so an item titled before that rule can still
+# be named (and by id always). Named types are one shared `$defs` entry in the published schema.
 Title = identifier_type(
-    "Title", max_length=MAX_TITLE_CHARS, description="A goal's or project's title; a priority's name."
+    "Title",
+    max_length=MAX_TITLE_CHARS,
+    description="A goal's or project's title; a priority's name.",
+    title=True,
 )
 Detail = TypeAliasType(
     "Detail",

@@ -97,7 +97,20 @@ LOOK_ALIKES: list[tuple[str, str, str]] = [
     ("Devanagari zero", "\u0966", "\u0966"),
     ("ideographic zero", "\u3007", "\u3007"),
     ("ideograph like l", "\u4e28", "\u4e28"),
+    ("squared unit", "\u33a1", "\u33a1"),  # ㎡ reads as "m2" in one cell
+    ("parenthesised digit", "\u2474", "\u2474"),
+    ("account-of sign", "\u2100", "\u2100"),  # a/c in one character
+    ("raised ideograph", "\u3192", "\u3192"),  # a kanbun mark: 一 raised
+    ("full-width exclamation in a type", "\uff01", "\uff01"),
 ]
+
+# The typographic signs a title may hold (the person's own writing: "m²", "25 µg", "Acme™", "…"). In every
+# other new name they are refused like any character NFKC changes: a title is words a person reads, a type,
+# a key, a topic or a recipient is matched by rules.
+TITLE_SIGNS = {"superscript digit", "micro sign", "full-width exclamation in a type"}
+
+
+TITLE_FIELDS = {"title", "changes.0.fields.title", "changes.0.fields.name"}
 
 
 def _door_fields() -> list[tuple[str, str, Any]]:
@@ -234,6 +247,8 @@ async def test_new_names_that_read_as_another_are_refused_at_the_door(
     async with asgi_http(agent.token) as http:
         for tool, field, build in _door_fields():
             for name, text, culprit in LOOK_ALIKES:
+                if field in TITLE_FIELDS and name in TITLE_SIGNS:
+                    continue  # allowed in a title: test_titles_may_hold_the_typographic_signs_of_writing
                 cases += 1
                 body, is_error = await _call(http, tool, build(text))
                 if not _refused_naming(body, is_error, field, culprit):
@@ -268,7 +283,7 @@ async def test_new_names_that_read_as_another_are_refused_at_the_door(
     after = await orm(_written_state)
     scorecard(
         23,
-        f"the door: {len(_door_fields())} new-name fields x {len(LOOK_ALIKES)} look-alike classes, and {len(WHOLE_NAMES)} whole look-alike names x 4 fields → invalid_arguments naming field and character",
+        f"the door: {len(_door_fields())} new-name fields x {len(LOOK_ALIKES)} look-alike classes (titles: {len(LOOK_ALIKES) - len(TITLE_SIGNS)}), and {len(WHOLE_NAMES)} whole look-alike names x 4 fields → invalid_arguments naming field and character",
         cases=cases,
         bypasses=len(passed) + int(after != before),
         passed=passed[:20],
@@ -357,6 +372,117 @@ async def test_plain_names_of_every_script_still_pass(principals, scorecard, no_
         missing=missing,
     )
     assert refused == [] and missing == []
+
+
+# Titles as people write them, each holding a typographic sign NFKC spells out (written as escapes).
+SIGNED_TITLES: list[str] = [
+    "Run a \u00bd marathon",  # ½
+    "\u00be of the way",  # ¾
+    "Read \u2153 of the book",  # ⅓
+    "Tile 30 m\u00b2 of floor",  # m²
+    "Cut CO\u2082 by half",  # CO₂
+    "x\u207a and (y)\u207d\u00b3\u207e",  # raised plus, brackets and three
+    "Launch Acme\u2122",  # ™
+    "Acme\u2120 services",  # ℠
+    "Think it over\u2026",  # …
+    "Done\u203c",  # ‼
+    "Don\u00b4t stop",  # the spacing acute accent typed for an apostrophe
+    "\u4e70\u623f\uff08\u9996\u4ed8\uff09\uff0c\u660e\u5e74",  # Chinese, full-width brackets and comma
+    "\u76ee\u6a19\uff1a\u5065\u5eb7\uff01",  # Japanese, full-width colon and exclamation mark
+    "\u4e3a\u4ec0\u4e48\uff1f",  # full-width question mark
+    "9\uff5e5",  # full-width tilde
+    "\u041a\u0432\u0430\u0440\u0442\u0438\u0440\u0430 \u21165",  # Russian, №
+    "1\u00ba de mayo",  # º
+    "2\u00aa semana",  # ª
+    "Vitamin D 25 \u00b5g",  # µ
+    "Keep it at 21 \u2103",  # ℃
+    "Bake at 350 \u2109",  # ℉
+]
+
+
+async def test_titles_may_hold_the_typographic_signs_of_writing(principals, scorecard, no_rate_limit) -> None:
+    """A goal's, priority's or project's title is words a person reads: "m²", "25 µg", "Acme™", "…"
+    and CJK full-width punctuation pass the door there (a project is written exactly as given; a goal
+    or priority is refused only for want of the person's words). The same sign in a type, key, topic
+    or recipient is still refused, and a title spelled out ("AcmeTM") still reads as the signed one
+    (naming either is ambiguous)."""
+    agent = principals["full_agent"]
+    tally = Tally()
+    expect = tally.expect
+
+    def project(op: str, title: str, target: Any = None) -> dict[str, Any]:
+        change: dict[str, Any] = {"entity": "project", "op": op, "fields": {"title": title}}
+        if target is not None:
+            change["target"] = target
+        return {"changes": [change]}
+
+    async with asgi_http(agent.token) as http:
+        for i, title in enumerate(SIGNED_TITLES):
+            body, _ = await _call(http, "operator_reconcile_goal_model", project("add", title))
+            expect(f"project {title!r} added", body.get("ok") is True, body)
+            stored = await orm(
+                lambda t=title: list(Project.objects.filter(title=t).values_list("pk", flat=True))
+            )
+            expect(f"project {title!r} stored as given", len(stored) == 1, stored)
+            if stored:
+                body, _ = await _call(
+                    http, "operator_reconcile_goal_model", project("update", f"{title} {i}", stored[0])
+                )
+                expect(f"project renamed {title!r}", body.get("ok") is True, body)
+            for tool, arguments in (
+                ("operator_apply_goal_change", {"action": "add", "title": title}),
+                (
+                    "operator_reconcile_goal_model",
+                    {"changes": [{"entity": "priority", "op": "add", "fields": {"name": title}}]},
+                ),
+            ):
+                body, _ = await _call(http, tool, arguments)
+                expect(
+                    f"{tool} {title!r} past the door",
+                    body.get("error") != "invalid_arguments" and body.get("ok") is False,
+                    body,
+                )
+        # The same signs in names that rules match: still refused, naming the sign.
+        for sign in ("\u00b2", "\u00bd", "\u2122", "\u2026", "\uff08", "\u00b5", "\u2116", "\u00ba"):
+            for tool, field, arguments in (
+                (
+                    "operator_record_action_intent",
+                    "action.type",
+                    {"action": {"type": f"tile{sign}", "title": "t"}},
+                ),
+                (
+                    "operator_update_world_model",
+                    "changes.0.key",
+                    {"changes": [{"op": "add", "kind": "note", "key": f"floor{sign}", "value": "v"}]},
+                ),
+                ("operator_set_directive", "topic", {"kind": "topic_mute", "topic": f"news{sign}"}),
+                (
+                    "operator_update_task",
+                    "key",
+                    {"key": f"tile{sign}", "patch": {"title": "t"}},
+                ),
+            ):
+                body, is_error = await _call(http, tool, arguments)
+                expect(
+                    f"{tool} {field} U+{ord(sign):04X}", _refused_naming(body, is_error, field, sign), body
+                )
+        # A title spelled out reads as the signed one: naming either is ambiguous.
+        for signed, spelled in (("Acme\u2122 launch", "AcmeTM launch"), ("Think\u2026", "Think...")):
+            for title in (signed, spelled):
+                body, _ = await _call(http, "operator_reconcile_goal_model", project("add", title))
+                assert body.get("ok") is True, body
+            for named in (signed, spelled):
+                change = {"entity": "project", "op": "update", "target": named, "fields": {"detail": "d"}}
+                body, _ = await _call(http, "operator_reconcile_goal_model", {"changes": [change]})
+                expect(f"{named!r} ambiguous", body.get("error") == "ambiguous_target", body)
+    scorecard(
+        23,
+        f"typographic signs in titles: {len(SIGNED_TITLES)} titles x project add and rename, goal and priority add → past the door; 8 signs x type, key, topic, task key → refused; 2 spelled-out twins → ambiguous_target",
+        cases=tally.cases,
+        bypasses=len(tally.problems),
+        problems=tally.problems[:20],
+    )
+    assert tally.problems == []
 
 
 FULL_WIDTH_KEY = "\uff50\uff52\uff45\uff46\uff45\uff52\uff45\uff4e\uff43\uff45\uff53.\uff54\uff4f\uff4e\uff45"
