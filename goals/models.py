@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Manager, Q
 from django.utils import timezone
 
+from operator_site.calendar_edge import local_text
 from operator_site.display import identifier_text
 from operator_site.lineage import ChangeRecord, VersionRecord
 from operator_site.models import AppendOnlyModel, Instruction, Principal
@@ -270,4 +271,4 @@ class DecisionLogEntry(AppendOnlyModel):
         verbose_name_plural = "decision log"
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d} {self.title}"
+        return f"{local_text(self.created_at, '%Y-%m-%d')} {self.title}"

@@ -25,7 +25,7 @@ from django.utils.html import format_html
 from intents import approval, proposal_page
 from intents.directives import clear_directives
 from intents.handlers import follow_through
-from intents.lifecycle import format_amount, local_text
+from intents.lifecycle import format_amount
 from intents.models import (
     MAX_AMOUNT_CENTS,
     Decision,
@@ -37,6 +37,7 @@ from intents.models import (
 )
 from operator_site import proposals
 from operator_site.admin import ReadOnlyAdmin, identifier_column
+from operator_site.calendar_edge import local_text
 from operator_site.refusals import Refusal
 from operator_site.views import human_principal
 

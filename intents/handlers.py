@@ -16,8 +16,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from intents.gate import PROPOSAL_TYPES
-from intents.lifecycle import local_text
 from intents.models import Intent
+from operator_site.calendar_edge import local_text
 from operator_site.powers import EXECUTOR_TOOLS
 
 

@@ -33,6 +33,7 @@ from intents.models import (
     IntentStatus,
 )
 from operator_site import proposals
+from operator_site.calendar_edge import local_text
 from operator_site.display import (
     identifier_text,
     lookalike_tokens,
@@ -92,16 +93,6 @@ class ActionInput:
     changes: list[dict[str, Any]] | None = None
     proposed_against: int | None = None
     reason: str | None = None
-
-
-def local_text(when: datetime, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
-    """`when` written in the operator's zone — or in UTC when it cannot be written there: an instant
-    at the very edge of the calendar (stored before the door refused such values, or under another
-    OPERATOR_TIME_ZONE) must not stop a page, a notice or a worker that shows it."""
-    try:
-        return timezone.localtime(when).strftime(fmt)
-    except (OverflowError, ValueError):
-        return when.astimezone(UTC).strftime(fmt)
 
 
 def _escape(field: str) -> str:

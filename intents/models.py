@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from operator_site.calendar_edge import local_text
 from operator_site.display import identifier_text
 from operator_site.models import AppendOnlyModel, Principal
 
@@ -79,7 +80,7 @@ class Directive(models.Model):
 
     def __str__(self) -> str:
         topic = f" “{identifier_text(self.topic)}”" if self.topic else ""  # as stored (operator_site.display)
-        return f"{self.kind}{topic} until {self.expires_at:%Y-%m-%d %H:%M}"
+        return f"{self.kind}{topic} until {local_text(self.expires_at)}"
 
 
 # --- the intent path -------------------------------------------------------------------------------

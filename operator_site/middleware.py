@@ -83,31 +83,43 @@ def banner(described: list[str]) -> str:
     )
 
 
+def html_of(response: HttpResponse) -> str | None:
+    """The text of a whole (not streamed) HTML response; None for anything else."""
+    if response.streaming or not response.get("Content-Type", "").startswith("text/html"):
+        return None
+    try:
+        return response.content.decode(response.charset or "utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def set_html(response: HttpResponse, html: str) -> None:
+    response.content = html.encode(response.charset or "utf-8")
+    if response.has_header("Content-Length"):
+        response["Content-Length"] = str(len(response.content))
+
+
+def at_top(html: str, note: str) -> str:
+    """`note` at the top of the page: right after ``<body>``, else first."""
+    body = re.search(r"<body[^>]*>", html, re.I)
+    at = body.end() if body else 0
+    return html[:at] + note + html[at:]
+
+
 class VisibleTextMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.streaming or not response.get("Content-Type", "").startswith("text/html"):
-            return response
-        charset = response.charset or "utf-8"
-        try:
-            html = response.content.decode(charset)
-        except UnicodeDecodeError:
+        html = html_of(response)
+        if html is None:
             return response
         if BANNER_MARKER not in html and not hidden_re().search(html) and "op-hidden" not in html:
             return response
         html, described = mark_page(html)
         if described:
             note = banner(described)
-            if BANNER_MARKER in html:
-                html = html.replace(BANNER_MARKER, note, 1)
-            else:
-                body = re.search(r"<body[^>]*>", html, re.I)
-                html = html[: body.end()] + note + html[body.end() :] if body else note + html
-        html = html.replace(BANNER_MARKER, "")
-        response.content = html.encode(charset)
-        if response.has_header("Content-Length"):
-            response["Content-Length"] = str(len(response.content))
+            html = html.replace(BANNER_MARKER, note, 1) if BANNER_MARKER in html else at_top(html, note)
+        set_html(response, html.replace(BANNER_MARKER, ""))
         return response

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from operator_site.calendar_edge import local_text
 from operator_site.sql import insert_async_commit, insert_row
 
 
@@ -144,7 +145,8 @@ class AuditEvent(AppendOnlyModel):
         indexes = [models.Index(fields=["principal", "-id"]), models.Index(fields=["tool", "-id"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.principal_id} {self.tool} {self.outcome}"
+        when = local_text(self.created_at, "%Y-%m-%d %H:%M:%S %Z")
+        return f"{when} {self.principal_id} {self.tool} {self.outcome}"
 
     @classmethod
     def append(

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from operator_site.calendar_edge import local_text
 from operator_site.models import AppendOnlyModel, Principal
 
 MIN_STALE_AFTER_S = 30
@@ -148,7 +149,7 @@ class ProgressEntry(models.Model):
         indexes = [models.Index(fields=["day", "-id"], name="progress_by_day")]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.outcome}: {self.summary[:60]}"
+        return f"{local_text(self.created_at)} {self.outcome}: {self.summary[:60]}"
 
 
 class Observation(AppendOnlyModel):
@@ -176,7 +177,7 @@ class Observation(AppendOnlyModel):
         constraints = [models.CheckConstraint(condition=Q(tainted=True), name="observation_always_tainted")]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.kind} (tainted): {self.summary[:60]}"
+        return f"{local_text(self.created_at)} {self.kind} (tainted): {self.summary[:60]}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.tainted = True
@@ -229,4 +230,4 @@ class Tick(AppendOnlyModel):
         ]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.mode} tick"
+        return f"{local_text(self.at)} {self.mode} tick"

@@ -47,6 +47,7 @@ from django.utils import timezone
 from intents import directives, executor, handlers, lifecycle
 from intents.models import Intent, IntentStatus
 from operator_site import notifications
+from operator_site.calendar_edge import EDGE_NOTE_ID
 from operator_site.cross_domain import ticks
 from operator_site.face import registry
 from operator_site.models import AuditEvent, Notification, Principal
@@ -1311,15 +1312,31 @@ def test_a_server_set_timestamp_at_an_end_of_the_calendar_stops_no_page(
     zone(zone_name)
     with pytest.raises(OverflowError):  # control: the instant really cannot be written in this zone
         instant.astimezone(ZoneInfo(zone_name))
-    damaged = _to_the_edge(instant)
     client = Client(raise_request_exception=False)  # a failing page is a miss, counted with the rest
     client.force_login(owner.user)
     misses = []
+    # Control: before the damage no page says a date is in UTC.
+    controls = _admin_urls({})
+    for url in controls:
+        if EDGE_NOTE_ID in client.get(url).content.decode():
+            misses.append(f"GET {url}: says a date is at an end of the calendar before any is")
+    damaged = _to_the_edge(instant)
     urls = _admin_urls(damaged)
+    # The year the page writes such an instant with (in UTC: the zone's own would be 10000 or 0).
+    edge_year = f"{instant.year:04d}"
+    shown_in_utc = 0
     for url in urls:
         response = client.get(url)
         if response.status_code >= 500:
             misses.append(f"GET {url}: HTTP {response.status_code}")
+            continue
+        page = response.content.decode()
+        if edge_year in page:
+            shown_in_utc += 1
+            if EDGE_NOTE_ID not in page or "shown in UTC" not in page or zone_name not in page:
+                misses.append(f"GET {url}: shows a {edge_year} date without saying it is in UTC")
+    if shown_in_utc < len(damaged):  # each damaged row's own page shows its date, at least
+        misses.append(f"only {shown_in_utc} pages show a {edge_year} date, for {len(damaged)} damaged tables")
     reads = [
         ("operator_context_packet", {}),
         ("operator_state", {}),
@@ -1334,8 +1351,8 @@ def test_a_server_set_timestamp_at_an_end_of_the_calendar_stops_no_page(
             misses.append(f"{tool}: {answer.get('error')} {str(answer.get('reason'))[:120]}")
     scorecard(
         16,
-        f"poisoned rows: server-set timestamps at {instant.date().isoformat()} UTC in {zone_name} (every admin page, the reads)",
-        cases=len(urls) + len(reads),
+        f"poisoned rows: server-set timestamps at {instant.date().isoformat()} UTC in {zone_name} (every admin page, the reads; a page showing one says it is in UTC, none before the damage)",
+        cases=len(controls) + len(urls) + len(reads),
         bypasses=len(misses),
         misses=misses,
         damaged_tables=sorted(m._meta.db_table for m in damaged),
