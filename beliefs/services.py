@@ -244,11 +244,14 @@ def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> N
     """An added key that reads as another active belief's key of its kind (the stored `alike` rows,
     or another add of the same call) is refused: the person would see two beliefs as one, and an
     agent could write beside a belief it appears to update (`operator_site.lookalikes`)."""
-    active = [(image["kind"], image["key"]) for image in stored if image["status"] == Belief.Status.ACTIVE]
+    active = _by_reading(
+        (image["kind"], image["key"], None) for image in stored if image["status"] == Belief.Status.ACTIVE
+    )
     seen: dict[tuple[str, str], ChangeSpec] = {}
     for spec in adds:
-        others = _twins(spec.kind, spec.key, active)
-        earlier = seen.setdefault((spec.kind, lookalikes.fold(spec.key)), spec)
+        reads = lookalikes.fold(spec.key)
+        others = _twins(spec.kind, spec.key, reads, active)
+        earlier = seen.setdefault((spec.kind, reads), spec)
         if earlier is not spec and earlier.key != spec.key:
             others.append(earlier.key)
         if others:
@@ -258,10 +261,18 @@ def _refuse_lookalikes(adds: Sequence[ChangeSpec], stored: Sequence[Image]) -> N
             )
 
 
-def _twins(kind: str, key: str, active: Iterable[tuple[str, str]]) -> list[str]:
-    """The keys among `active` (kind, key) pairs that are another key of `kind` reading as `key`."""
-    reads = lookalikes.fold(key)
-    return sorted(k for c, k in active if c == kind and k != key and lookalikes.fold(k) == reads)
+def _by_reading(keys: Iterable[tuple[str, str, str | None]]) -> dict[tuple[str, str], list[str]]:
+    """(kind, key, its fold or None) → the keys of each kind by what they read as, each key folded
+    once (a stored row's fold is its `key_alike` column)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for kind, key, fold in keys:
+        out.setdefault((kind, lookalikes.fold(key) if fold is None else fold), []).append(key)
+    return out
+
+
+def _twins(kind: str, key: str, reads: str, active: dict[tuple[str, str], list[str]]) -> list[str]:
+    """The other keys of `kind` in `active` (`_by_reading`) that read as `key`, whose fold is `reads`."""
+    return sorted(k for k in active.get((kind, reads), ()) if k != key)
 
 
 def _looks_like(
@@ -304,19 +315,21 @@ def _refuse_revived_lookalikes(plan: Plan) -> None:
         status=Belief.Status.ACTIVE,
         kind__in={kind for kind, _ in folds},
         key_alike__in={fold for _, fold in folds},
-    ).values_list("kind", "key")
+    ).values_list("kind", "key", "key_alike")
     live = [
-        (kind, key)
-        for kind, key in stored
+        (kind, key, fold)
+        for kind, key, fold in stored
         if entity_of(kind, key) not in after  # the plan's own images say what becomes of those
     ]
     live += [
-        (image["kind"], image["key"])
+        (image["kind"], image["key"], None)
         for image in after.values()
         if image is not None and image["status"] == Belief.Status.ACTIVE
     ]
+    by_reading = _by_reading(live)
     for image in revived:
-        if others := _twins(image["kind"], image["key"], live):
+        reads = lookalikes.fold(image["key"])
+        if others := _twins(image["kind"], image["key"], reads, by_reading):
             raise _looks_like(image["kind"], image["key"], others[0], undo=True)
 
 
