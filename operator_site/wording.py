@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -534,17 +535,61 @@ NEGATIONS = frozenset(_NEGATION_TEXT.split())
 _SPLIT_CONTRACTIONS = (
     "don doesn didn won can isn aren wasn weren shouldn wouldn couldn mustn hasn haven hadn ain needn"
 )
-NEGATION_PHRASES: tuple[tuple[str, ...], ...] = (
-    ("used", "to"),
-    ("any", "more"),
-    ("no", "more"),
-    ("off", "limits"),
-    ("no", "go"),
-    # A contraction split by a space or a dropped apostrophe look-alike: "don t".
-    *((stem_, "t") for stem_ in _SPLIT_CONTRACTIONS.split()),
+
+
+class Phrases(tuple[tuple[str, ...], ...]):
+    """A fixed list of phrases (word sequences), found in a sentence's words in one pass: each
+    phrase is indexed by its first word. Looking for each phrase in turn made a lookup cost
+    phrases x sentences slices: a quoted line in a block of 10,000 run-on lines was checked against
+    130 hedges, conditions and reports one phrase at a time, 1.3 million searches (2 s)."""
+
+    @cached_property
+    def _starting(self) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
+        index: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        for rank, phrase in enumerate(self):
+            index.setdefault(phrase[0], []).append((rank, phrase))
+        return index
+
+    def occurrences(self, words: tuple[str, ...]) -> list[tuple[int, tuple[str, ...]]]:
+        """(position, phrase) of every occurrence, by position (phrases at one position in list
+        order)."""
+        starting = self._starting
+        return [
+            (i, phrase)
+            for i, word in enumerate(words)
+            for _, phrase in starting.get(word, ())
+            if words[i : i + len(phrase)] == phrase
+        ]
+
+    def first(
+        self, words: tuple[str, ...], keep: Callable[[int, tuple[str, ...]], bool] | None = None
+    ) -> tuple[str, ...] | None:
+        """The first phrase of the list (not of the sentence) that occurs in `words` — where `keep`
+        is given, at a position it keeps — or None."""
+        best: tuple[int, tuple[str, ...]] | None = None
+        starting = self._starting
+        for i, word in enumerate(words):
+            for rank, phrase in starting.get(word, ()):
+                if best is not None and rank >= best[0]:
+                    continue
+                if words[i : i + len(phrase)] == phrase and (keep is None or keep(i, phrase)):
+                    best = (rank, phrase)
+        return None if best is None else best[1]
+
+
+NEGATION_PHRASES = Phrases(
+    (
+        ("used", "to"),
+        ("any", "more"),
+        ("no", "more"),
+        ("off", "limits"),
+        ("no", "go"),
+        # A contraction split by a space or a dropped apostrophe look-alike: "don t".
+        *((stem_, "t") for stem_ in _SPLIT_CONTRACTIONS.split()),
+    )
 )
 # A hedge or a question in words: the person is wondering, not deciding.
-HEDGES: tuple[tuple[str, ...], ...] = tuple(
+HEDGES = Phrases(
     tuple(p.split())
     for p in (
         "maybe",
@@ -608,7 +653,7 @@ HEDGES: tuple[tuple[str, ...], ...] = tuple(
     )
 )
 # Someone else's words reported, or a joke: the person is not deciding either.
-REPORTED: tuple[tuple[str, ...], ...] = tuple(
+REPORTED = Phrases(
     tuple(p.split())
     for p in (
         "said",
@@ -641,7 +686,7 @@ def sarcastic(text: str) -> bool:
 
 
 # A condition: the change holds only if something else does.
-CONDITIONS: tuple[tuple[str, ...], ...] = tuple(
+CONDITIONS = Phrases(
     tuple(p.split())
     for p in (
         "if",
@@ -723,13 +768,8 @@ def _once_counts(words: tuple[str, ...], i: int) -> bool:
 def condition_in(words: tuple[str, ...]) -> str | None:
     """The first phrase of `CONDITIONS` in a sentence's words, or None; a "once" that says how often
     (`_once_counts`) is no condition."""
-    for phrase in CONDITIONS:
-        found = find_phrase(words, phrase)
-        if phrase == ("once",):
-            found = [i for i in found if not _once_counts(words, i)]
-        if found:
-            return " ".join(phrase)
-    return None
+    found = CONDITIONS.first(words, keep=lambda i, phrase: phrase != ("once",) or not _once_counts(words, i))
+    return None if found is None else " ".join(found)
 
 
 # The words an operation that removes or redirects must be said with. A negative phrase among them
@@ -853,8 +893,7 @@ def is_negation(word: str) -> bool:
 def negations_in(found: tuple[str, ...]) -> list[tuple[int, str]]:
     """(position, word) of every negating word or phrase in a word sequence."""
     out = [(i, w) for i, w in enumerate(found) if is_negation(w)]
-    for phrase in NEGATION_PHRASES:
-        out += [(i, " ".join(phrase)) for i in find_phrase(found, phrase)]
+    out += [(i, " ".join(phrase)) for i, phrase in NEGATION_PHRASES.occurrences(found)]
     return sorted(out)
 
 

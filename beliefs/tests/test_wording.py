@@ -120,3 +120,25 @@ def test_negations_include_contractions_denials_and_the_past() -> None:
 )
 def test_once_that_says_how_often_is_no_condition(text: str, condition: str | None) -> None:
     assert wording.condition_in(wording.words(text)) == condition
+
+
+def _naive_find(words: tuple[str, ...], phrase: tuple[str, ...]) -> list[int]:
+    n = len(phrase)
+    return [i for i in range(len(words) - n + 1) if words[i : i + n] == phrase]
+
+
+def test_a_phrase_list_found_in_one_pass_finds_what_each_phrase_in_turn_finds() -> None:
+    """`wording.Phrases` looks for all its phrases in one pass; it must find exactly what looking
+    for each phrase in turn finds: every occurrence, and the first phrase in the list's order."""
+    import random
+
+    lists = (wording.HEDGES, wording.CONDITIONS, wording.REPORTED, wording.NEGATION_PHRASES)
+    vocab = sorted({w for phrases in lists for p in phrases for w in p} | {"a", "x", "week", "i", "the"})
+    rng = random.Random(19)
+    for _ in range(5_000):
+        words = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 10)))
+        for phrases in lists:
+            every = sorted((i, p) for p in phrases for i in _naive_find(words, p))
+            assert sorted(phrases.occurrences(words)) == every, (words, phrases[:3])
+            first = next((p for p in phrases if _naive_find(words, p)), None)
+            assert phrases.first(words) == first, words

@@ -1,0 +1,231 @@
+# ruff: noqa: E501  (the case tables read best one case per line)
+"""Check 26 — no input that stops the machine: agent text that makes a check's work grow faster
+than the text.
+
+An attacker's probe (2026-12-07, sixteenth sitting) timed every function that reads agent text at the
+longest the door admits, for 540 shapes (each credential word, marker, script, mark and separator,
+repeated with each separator). Two classes grew faster than the text:
+
+- the gate's "password stated in words" pattern looked for a digit to the end of a text with no space
+  in it, from every place the words matched: an email body of "密码是" 6,000 times (20,000 characters)
+  took 2.3 s of CPU to judge, "pw=" repeated 2.2 s (quadratic: four times the text, sixteen times the
+  work);
+- the evidence rules read a quoted sentence's context (a block of run-on lines is one sentence to
+  them) once per hedge, condition and report phrase, 130 passes, and cut every instruction of the
+  window into sentences up to 5,000,000 characters even after one authorised the change: a quote
+  from a long instruction cost 2 s, and half a minute at the bound.
+
+What is checked here:
+
+- the gate on each shape at 5,000 and 20,000 characters (body and a title-length text): the CPU time
+  grows at most twice as fast as the text (best of three, so a busy machine does not decide it). A
+  linear check grows 4x, the old quadratic ones 14-16x;
+- the evidence lookup stops at the first instruction that authorises the change (the older ones are
+  never cut into sentences), reads at most its budget of characters when none does, and reads a
+  quoted line's context once per phrase list, not once per phrase.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from intents.gate import Action, evaluate
+from operator_site import evidence, wording
+from tests.security.helpers import Tally, run_tool
+
+SMALL, LARGE = 5_000, 20_000
+# Growth allowed for 4x the text: linear work grows 4x; 8x leaves room for a noisy machine, and a
+# quadratic check (16x) stays well above it.
+MAX_GROWTH = 8.0
+
+# (shape, the unit repeated). Credential words written without spaces (Chinese, Japanese, Korean),
+# short forms and words before a separator, and the families the probe found slow or near it.
+SHAPES: list[tuple[str, str]] = [
+    ("Chinese password is", "密码是"),
+    ("Chinese (traditional) password is", "密碼是"),
+    ("Japanese password is", "パスワードは"),
+    ("Korean password is", "비밀번호는"),
+    ("Korean password with another particle", "비밀번호是"),
+    ("Chinese password colon", "密码\uff1a"),
+    ("pw equals", "pw="),
+    ("pw colon", "pw:"),
+    ("pwd colon", "pwd:"),
+    ("mdp colon", "mdp:"),
+    ("password colon", "password:"),
+    ("password is, no space after", "password is\u00a0"),
+    ("PIN is", "PIN is"),
+    ("code is digits", "code is 1"),
+    ("spelled-out letters", "p "),
+    ("digits and spaces", "1 "),
+    ("quotes", "password is '"),
+    ("BEGIN blocks", "-----BEGIN "),
+    ("token prefixes", "sk-"),
+    ("AWS prefix", "AKIA"),
+    ("GitHub prefix", "ghp_"),
+    ("zero-width joined", "p\u200b"),
+    ("combining marks", "a\u0301"),
+    ("struck-through letters", "p\u0336"),
+    ("small capitals", "\u1d18"),
+    ("Cyrillic word", "пароль "),
+    ("one long word", "a"),
+]
+
+
+def _cpu_ms(action: Action) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        evaluate(action)
+        best = min(best, time.process_time() - start)
+    return best * 1000
+
+
+def _text(unit: str, length: int) -> str:
+    return (unit * (length // len(unit) + 1))[:length]
+
+
+def test_the_gates_work_grows_with_the_text_not_faster(scorecard) -> None:
+    evaluate(Action(type="email", title="warm", recipient="bob@example.com", body="é ᴘ"))  # first-use tables
+    grew: list[str] = []
+    cases = 0
+    for shape, unit in SHAPES:
+        for where in ("body", "title"):
+            cases += 1
+            small, large = (SMALL, LARGE) if where == "body" else (75, 300)
+
+            def action(length: int, where: str = where, unit: str = unit) -> Action:
+                text = _text(unit, length)
+                if where == "body":
+                    return Action(type="email", title="t", recipient="bob@example.com", body=text)
+                return Action(type="email", title=text, recipient="bob@example.com")
+
+            at_small, at_large = _cpu_ms(action(small)), _cpu_ms(action(large))
+            growth = at_large / max(at_small, 0.05)
+            if growth > MAX_GROWTH and at_large > 5:  # under 5 ms the timer's grain decides
+                grew.append(f"{shape} in the {where}: {at_small:.1f} -> {at_large:.1f} ms (x{growth:.1f})")
+    scorecard(
+        26,
+        f"the gate: {len(SHAPES)} shapes x body (5,000 -> 20,000 characters) and title (75 -> 300) → CPU grows at most x{MAX_GROWTH:g} for x4 the text",
+        cases=cases,
+        bypasses=len(grew),
+        grew=grew,
+    )
+    assert grew == []
+
+
+# --- the evidence lookup ------------------------------------------------------------------------------
+SENTENCE = "My employer is Initech."
+CHANGE = [{"op": "add", "kind": "identity", "key": "employer", "value": "Initech"}]
+
+
+def _record(owner: Any, text: str) -> None:
+    with transaction.atomic():
+        run_tool(owner, "operator_record_instruction", {"text": text})
+
+
+def _write(agent: Any, quote: str) -> dict[str, Any]:
+    with transaction.atomic():
+        return run_tool(
+            agent,
+            "operator_update_world_model",
+            {"changes": CHANGE, "confirmedInConversation": True, "confirmationQuote": quote},
+        )
+
+
+@pytest.fixture
+def cut(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every text the evidence rules cut into sentences."""
+    lengths: list[int] = []
+    split = wording.split_sentences
+
+    def counting(text: str) -> list[wording.Sentence]:
+        lengths.append(len(text))
+        return split(text)
+
+    monkeypatch.setattr(wording, "split_sentences", counting)
+    return lengths
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_evidence_lookup_stops_at_the_first_authorising_row_and_within_its_budget(
+    principals, scorecard, no_rate_limit, cut
+) -> None:
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    tally = Tally()
+    unit = "The weather was fine and we talked about Initech for a while. "
+    filler = unit * (19_900 // len(unit))  # whole sentences
+    rows = 30
+    for _ in range(rows):
+        _record(owner, f"{filler} {SENTENCE}")
+    # The newest row authorises: no older row is cut into sentences.
+    cut.clear()
+    answer = _write(agent, SENTENCE)
+    tally.expect("the newest row authorises", answer.get("ok") is True, answer)
+    tally.expect("only the newest row was cut into sentences", len(cut) == 1, cut)
+    # The sentence is spent in every row now, so no row authorises: the lookup reads newest first
+    # until its budget is spent, then refuses.
+    with transaction.atomic():
+        reverted = run_tool(agent, "operator_revert_world_model", {})
+    assert reverted.get("ok") is True, (answer, reverted)
+    for _ in range(rows):  # spend the sentence in each row: each write uses the newest unspent one
+        answer = _write(agent, SENTENCE)
+        if answer.get("ok") is not True:
+            break
+        with transaction.atomic():
+            run_tool(agent, "operator_revert_world_model", {})
+    cut.clear()
+    answer = _write(agent, SENTENCE)
+    tally.expect(
+        "no row left to authorise",
+        answer.get("error") in ("confirmation_reused", "confirmation_not_found"),
+        answer,
+    )
+    read = sum(cut)
+    tally.expect(
+        f"at most {evidence._SCAN_CHARS:,} characters cut (read {read:,} in {len(cut)} rows)",
+        read <= evidence._SCAN_CHARS and len(cut) < rows,
+        cut[:5],
+    )
+    scorecard(
+        26,
+        f"the evidence lookup: {rows} instructions of 20,000 characters holding the quote → the newest authorising one alone is cut into sentences; with none left, at most {evidence._SCAN_CHARS:,} characters",
+        cases=tally.cases,
+        bypasses=len(tally.problems),
+        problems=tally.problems,
+    )
+    assert tally.problems == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quoted_lines_context_is_read_once_per_phrase_list(
+    principals, scorecard, no_rate_limit, monkeypatch
+) -> None:
+    """A quoted line at the end of 5,000 run-on lines (no sentence mark: one sentence to the rules)
+    is refused or allowed on its context; the hedge, condition and report phrases are looked for in
+    that context in one pass per list, not once per phrase (130 passes over 5,000 lines)."""
+    owner, agent = principals["owner"].principal, principals["full_agent"].principal
+    _record(owner, "ok\n" * 5_000 + SENTENCE)
+    searches = [0]
+    find = wording.find_phrase
+
+    def counting(haystack: tuple[str, ...], phrase: tuple[str, ...]) -> list[int]:
+        searches[0] += 1
+        return find(haystack, phrase)
+
+    monkeypatch.setattr(wording, "find_phrase", counting)
+    answer = _write(agent, SENTENCE)
+    lines = 5_001
+    ok = answer.get("error") != "internal_error" and searches[0] < lines
+    scorecard(
+        26,
+        "the evidence rules on a line quoted after 5,000 run-on lines → one pass per phrase list over its context",
+        cases=1,
+        bypasses=0 if ok else 1,
+        searches=searches[0],
+        answer=str(answer)[:200],
+    )
+    assert ok, (searches[0], answer)
