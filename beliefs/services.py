@@ -8,7 +8,6 @@ it superseded, the exact pre- and post-image of every belief it touched.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +27,7 @@ from beliefs.models import (
     stakes_of,
 )
 from beliefs.schemas import CHANGES
-from operator_site import lookalikes, versioned
+from operator_site import lookalikes, versioned, wording
 from operator_site.display import Named, describe_char
 from operator_site.evidence import GATE, Claim, Confirmation
 from operator_site.lineage import (
@@ -235,7 +234,7 @@ def _candidates(kind: str, key: str) -> list[str]:
     )
     reads = lookalikes.fold(key)
     close = [k for k in keys if k != key and lookalikes.fold(k) == reads]
-    close += [k for k in difflib.get_close_matches(key, keys, n=5, cutoff=0.5) if k not in close]
+    close += [k for k in wording.close_matches(key, keys) if k not in close]
     close += [k for k in keys if (key in k or k in key) and k not in close]
     return close[:5]
 

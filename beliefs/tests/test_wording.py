@@ -142,3 +142,14 @@ def test_a_phrase_list_found_in_one_pass_finds_what_each_phrase_in_turn_finds() 
             assert sorted(phrases.occurrences(words)) == every, (words, phrases[:3])
             first = next((p for p in phrases if _naive_find(words, p)), None)
             assert phrases.first(words) == first, words
+
+
+def test_close_matches_suggest_names_a_typo_away_and_not_others() -> None:
+    names = ["garden shed", "garden", "pond", "scrape", "employer", "preferences.tone"]
+    assert wording.close_matches("garden_shed", names)[:2] == ["garden shed", "garden"]
+    assert wording.close_matches("employr", names) == ["employer"]
+    assert wording.close_matches("scope", names) == ["scrape"]
+    assert wording.close_matches("preferences.tnoe", names) == ["preferences.tone"]
+    assert wording.close_matches("zzz", names) == []
+    assert wording.close_matches("a", ["a", "b"], n=1) == ["a"]
+    assert wording.close_matches("", ["", "x"]) == [""]

@@ -4,7 +4,6 @@ every version must leave."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from goals.goal_model.kinds import (
     split_entity,
 )
 from goals.models import GoalModelChange, GoalModelItem, GoalModelVersion, Project
-from operator_site import lookalikes
+from operator_site import lookalikes, wording
 from operator_site.lineage import (
     FieldTest,
     Image,
@@ -256,7 +255,7 @@ def resolve(state: State, kind: ItemKind, target: int | str, pending: Sequence[I
             "ambiguous", candidates=[_brief(kind, img, order) for img in ranked][:MAX_CANDIDATES]
         )
     names = {normalise_label(img[kind.label]): img for img in pool if img["status"] != REMOVED}
-    close = difflib.get_close_matches(wanted, list(names), n=5, cutoff=0.5)
+    close = wording.close_matches(wanted, names)
     close += [n for n in names if wanted and (wanted in n or n in wanted) and n not in close]
     return Resolution("missing", candidates=[_brief(kind, names[n], order) for n in close[:5]])
 

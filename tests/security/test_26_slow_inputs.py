@@ -229,3 +229,83 @@ def test_a_quoted_lines_context_is_read_once_per_phrase_list(
         answer=str(answer)[:200],
     )
     assert ok, (searches[0], answer)
+
+
+# --- "did you mean": the candidates of a missing name -------------------------------------------------
+def _ab(rng: Any, length: int) -> str:
+    """A name of `length` letters "a" and "b": the repetitive text on which difflib's ratio, which
+    the candidates used before, is quadratic."""
+    return "".join(rng.choice("ab") for _ in range(length))
+
+
+def _refusal_cpu_ms(call: Any) -> tuple[float, dict[str, Any]]:
+    best, answer = float("inf"), {}
+    for _ in range(3):
+        start = time.process_time()
+        answer = call()
+        best = min(best, time.process_time() - start)
+    return best * 1000, answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_candidates_of_a_missing_name_cost_what_the_names_are_long(
+    principals, scorecard, no_rate_limit
+) -> None:
+    """200 names of each length, then a name that is not there: the refusal lists the closest
+    (`wording.close_matches`); its cost grows with the names' length, not with its square."""
+    import random
+
+    agent = principals["full_agent"].principal
+    rng = random.Random(26)
+    tally = Tally()
+    costs: dict[str, list[float]] = {"belief key": [], "project title": []}
+    for kind, length in (("note", 30), ("risk", 120)):
+        keys = [_ab(rng, length) for _ in range(200)]
+        for at in range(0, len(keys), 50):
+            adds = [{"op": "add", "kind": kind, "key": k, "value": "v"} for k in keys[at : at + 50]]
+            with transaction.atomic():
+                assert run_tool(agent, "operator_update_world_model", {"changes": adds}).get("ok") is True
+        missing = {"changes": [{"op": "update", "kind": kind, "key": _ab(rng, length), "value": "w"}]}
+
+        def refused(missing: dict[str, Any] = missing) -> dict[str, Any]:
+            with transaction.atomic():
+                return run_tool(agent, "operator_update_world_model", missing)
+
+        ms, answer = _refusal_cpu_ms(refused)
+        tally.expect(
+            f"belief key of {length}: refused with candidates",
+            answer.get("error") == "belief_not_found" and len(answer.get("candidates", [])) > 0,
+            answer,
+        )
+        costs["belief key"].append(ms)
+    for length in (45, 180):  # under 200: difflib junks nothing
+        titles = [_ab(rng, length) for _ in range(200)]
+        for at in range(0, len(titles), 50):
+            adds = [{"entity": "project", "op": "add", "fields": {"title": t}} for t in titles[at : at + 50]]
+            with transaction.atomic():
+                assert run_tool(agent, "operator_reconcile_goal_model", {"changes": adds}).get("ok") is True
+        change = {"entity": "project", "op": "update", "target": _ab(rng, length), "fields": {"detail": "d"}}
+
+        def refused_title(change: dict[str, Any] = change) -> dict[str, Any]:
+            with transaction.atomic():
+                return run_tool(agent, "operator_reconcile_goal_model", {"changes": [change]})
+
+        ms, answer = _refusal_cpu_ms(refused_title)
+        tally.expect(f"project title of {length}: refused", answer.get("ok") is False, answer)
+        costs["project title"].append(ms)
+    for name, (short, long) in costs.items():
+        growth = long / max(short, 0.05)
+        tally.expect(
+            f"{name}: {short:.1f} -> {long:.1f} ms (x{growth:.1f}) for names x4 as long",
+            growth <= MAX_GROWTH or long < 20,
+            costs,
+        )
+    scorecard(
+        26,
+        "did you mean: a missing belief key among 200 keys, a missing project title among 200 titles, each of repetitive letters → refused with candidates; CPU grows at most x8 for names x4 as long",
+        cases=tally.cases,
+        bypasses=len(tally.problems),
+        problems=tally.problems,
+        costs={k: [round(v, 1) for v in vs] for k, vs in costs.items()},
+    )
+    assert tally.problems == []
