@@ -6,7 +6,7 @@ class IntentsConfig(AppConfig):
 
     def ready(self) -> None:
         # Directives hold ordinary notices; the kernel's deliverer asks the rule registered here.
-        from intents.directives import hold_reason
+        from intents.directives import hold_judge
         from operator_site import notifications
 
-        notifications.register_hold_rule(hold_reason)
+        notifications.register_hold_rule(hold_judge)

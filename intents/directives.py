@@ -7,8 +7,10 @@ knowing") states it, and how directives hold notices.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.db.models import QuerySet
@@ -18,7 +20,7 @@ from intents.models import Directive
 from operator_site import lookalikes
 from operator_site.models import Principal
 from operator_site.refusals import Refusal
-from operator_site.sql import instances
+from operator_site.sql import instances, tuples
 
 MAX_DIRECTIVE_MINUTES = 1440  # a directive is short-lived: at most a day
 DEFAULT_DIRECTIVE_MINUTES = 60
@@ -103,6 +105,10 @@ def _in_force(now: datetime) -> QuerySet[Directive]:
     return Directive.objects.active(now).order_by("expires_at", "id")
 
 
+def _in_force_rows(now: datetime) -> QuerySet[Directive, tuple[int, str, str]]:
+    return _in_force(now).values_list("id", "kind", "topic")
+
+
 def active_directives(now: datetime | None = None) -> list[Directive]:
     """In force now, soonest expiry first. Read on every list call and every delivery decision, so it
     runs the ORM's rule compiled once per connection (`sql.instances`)."""
@@ -132,30 +138,75 @@ def _read_all(texts: tuple[str, ...]) -> str:
 def _about(directive_topic: str, text: str) -> bool:
     """`is_about`, with the notice's texts already read (`_read_all`): once per notice, not once
     per directive."""
-    topic = _reads(directive_topic)
-    if not topic:
-        return False
-    return re.search(rf"(?<!\w){re.escape(topic)}(?!\w)", text) is not None
+    return _any_about((directive_topic,)).search(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_read(directive_topic: str) -> str:
+    """A directive's topic as it reads (`_reads`), read once per process: a topic is stored text."""
+    return _reads(directive_topic)
+
+
+@functools.lru_cache(maxsize=16)
+def _any_about(directive_topics: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern finding any of the topics, whole, in a notice's read text: a notice is matched
+    against all the directives in force in one search, not one search per directive (1,000 mutes
+    in force made each notice cost 157 ms: 31 s for a pass over 200 held notices). Compiled once
+    per set of topics. A topic that reads as nothing matches nothing."""
+    read = sorted({t for t in map(_topic_read, directive_topics) if t}, key=len, reverse=True)
+    if not read:
+        return re.compile(r"(?!)")
+    return re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, read))})(?!\w)")
+
+
+def _first_about(directive_topics: Sequence[str], text: str) -> int | None:
+    """Where in `directive_topics` the first topic the text is about is, or None: one search when
+    none is (the usual case), one per topic only when one is."""
+    if not directive_topics or _any_about(tuple(directive_topics)).search(text) is None:
+        return None
+    return next((at for at, t in enumerate(directive_topics) if _about(t, text)), None)
+
+
+Judge = Callable[[str, str], "str | None"]
+
+
+def hold_judge(now: datetime | None = None) -> Judge:
+    """The directives in force at `now`, read once, as a judge of notices: `judge(topic, title)`
+    says why they hold a (non-safety) notice, or None. A pass over many notices reads them once
+    (their id, kind and topic: no model instances) and matches each notice against all of them in
+    one search.
+
+    `quiet` holds everything; `topic_mute` holds notices about its topic; `focus` holds notices
+    about anything else (several focus directives: on-topic for any of them passes). Where a quiet
+    and a mute both hold a notice, the reason given is the one of the directive first in force
+    order (soonest expiry first)."""
+    rows = tuples(_in_force_rows, now=now or timezone.now())
+    quiet_at = next((at for at, (_, kind, _) in enumerate(rows) if kind == Directive.Kind.QUIET), None)
+    mutes = [(at, topic) for at, (_, kind, topic) in enumerate(rows) if kind == Directive.Kind.TOPIC_MUTE]
+    focus_topics = [topic for _, kind, topic in rows if kind == Directive.Kind.FOCUS]
+
+    def quiet_reason() -> str:
+        expires = Directive.objects.values_list("expires_at", flat=True).get(id=rows[quiet_at][0])
+        return f"quiet until {expires:%Y-%m-%d %H:%M} UTC"
+
+    def judge(topic: str, title: str) -> str | None:
+        if not rows:
+            return None
+        text = _read_all((topic, title)) if mutes or focus_topics else ""
+        muted = _first_about([t for _, t in mutes], text) if mutes else None
+        mute_at = None if muted is None else mutes[muted][0]
+        if quiet_at is not None and (mute_at is None or quiet_at < mute_at):
+            return quiet_reason()
+        if mute_at is not None:
+            return f"topic {rows[mute_at][2]!r} is muted"
+        if focus_topics and _first_about(focus_topics, text) is None:
+            return f"focus on {', '.join(repr(f) for f in focus_topics)}"
+        return None
+
+    return judge
 
 
 def hold_reason(*, topic: str, title: str, now: datetime | None = None) -> str | None:
-    """Why the directives in force hold a (non-safety) notice about `topic`/`title`, or None.
-
-    `quiet` holds everything; `topic_mute` holds notices about its topic; `focus` holds notices
-    about anything else (several focus directives: on-topic for any of them passes).
-    """
-    directives = active_directives(now)
-    if not directives:
-        return None
-    text = _read_all((topic, title))
-    focus_topics = []
-    for directive in directives:
-        if directive.kind == Directive.Kind.QUIET:
-            return f"quiet until {directive.expires_at:%Y-%m-%d %H:%M} UTC"
-        if directive.kind == Directive.Kind.TOPIC_MUTE and _about(directive.topic, text):
-            return f"topic {directive.topic!r} is muted"
-        if directive.kind == Directive.Kind.FOCUS:
-            focus_topics.append(directive.topic)
-    if focus_topics and not any(_about(f, text) for f in focus_topics):
-        return f"focus on {', '.join(repr(f) for f in focus_topics)}"
-    return None
+    """Why the directives in force at `now` hold a (non-safety) notice about `topic`/`title`, or
+    None (`hold_judge`, for one notice)."""
+    return hold_judge(now)(topic, title)

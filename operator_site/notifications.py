@@ -475,22 +475,30 @@ def _seal_digest(digest: Notification) -> Notification:
 
 
 # The rule that holds an ordinary notice (a directive in force) belongs to the intents app, which
-# registers it at start-up: the kernel delivers notices without knowing what a directive is.
-HoldRule = Callable[..., "str | None"]
+# registers it at start-up: the kernel delivers notices without knowing what a directive is. A rule
+# is prepared once for a moment (`rule(now)`: it reads what it needs then) and returns a judge of
+# notices, `judge(topic, title)` -> why it holds one, or None; a pass over many held notices
+# prepares it once.
+HoldJudge = Callable[[str, str], "str | None"]
+HoldRule = Callable[[datetime], HoldJudge]
 _hold_rules: list[HoldRule] = []
 
 
 def register_hold_rule(rule: HoldRule) -> None:
-    """`rule(topic=, title=, now=)` answers why an ordinary notice is held, or None."""
+    """`rule(now)` returns a judge: `judge(topic, title)` answers why an ordinary notice is held."""
     if rule not in _hold_rules:
         _hold_rules.append(rule)
 
 
-def hold_reason(notice: Notification, now: datetime) -> str | None:
+def hold_judges(now: datetime) -> list[HoldJudge]:
+    return [rule(now) for rule in _hold_rules]
+
+
+def hold_reason(notice: Notification, now: datetime, judges: list[HoldJudge] | None = None) -> str | None:
     if notice.safety:
         return None  # nothing an agent can set holds a safety notice
-    for rule in _hold_rules:
-        reason = rule(topic=notice.topic, title=notice.title, now=now)
+    for judge in hold_judges(now) if judges is None else judges:
+        reason = judge(notice.topic, notice.title)
         if reason is not None:
             return reason
     return None
@@ -504,9 +512,11 @@ def release_held(now: datetime | None = None) -> list[int]:
     """Held notices that no directive holds any more go back to pending (delivered next)."""
     now = now or timezone.now()
     released = []
-    for notice in instances(_held):
+    held = instances(_held)
+    judges = hold_judges(now) if held else []  # the directives in force, read once for the pass
+    for notice in held:
         try:
-            still_held = hold_reason(notice, now) is not None
+            still_held = hold_reason(notice, now, judges) is not None
         except Exception:  # one notice that cannot be judged stays held, logged; the rest are released
             log_failure(logger, "releasing notification %s", notice.id)
             continue

@@ -470,10 +470,10 @@ def test_delivery_one_notice_raising_leaves_the_others_delivered(
     ]
     real_hold = notifications.hold_reason
 
-    def hold_reason(notice: Notification, now: datetime) -> Any:
+    def hold_reason(notice: Notification, now: datetime, judges: Any = None) -> Any:
         if notice.pk in (notices[1].pk, held[1].pk):
             raise RecursionError("SELECT deeply nested")
-        return real_hold(notice, now)
+        return real_hold(notice, now, judges)
 
     monkeypatch.setattr(notifications, "hold_reason", hold_reason)
     caplog.set_level(logging.ERROR, logger="operator.notifications")
