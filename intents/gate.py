@@ -117,15 +117,18 @@ _CREDENTIAL_WORDS_EN = (
 _CREDENTIAL_WORDS = (
     _CREDENTIAL_WORDS_EN + r"|passwort|kennwort|mot de passe|contrase(?:ñ|n)a|senha|palavra[- ]passe|"
     r"wachtwoord|has(?:ł|l)o|l(?:ö|o)senord|adgangskode|passord|salasana|(?:ş|s)ifre|heslo|"
-    r"jelsz(?:ó|o)|parolă|пароль|κωδικός|סיסמה|كلمة (?:ال)?مرور|पासवर्ड|m(?:ậ|a)t kh(?:ẩ|a)u|kata sandi"
+    r"jelsz(?:ó|o)|parolă|пароль|κωδικός(?: πρόσβασης)?|συνθηματικό|ה?סיסמ(?:ה|א)|كلمة (?:ال)?مرور|पासवर्ड|"
+    r"m(?:ậ|a)t kh(?:ẩ|a)u|kata sandi"
 )
 # Short forms that are also initials ("PW: Paul Walker"): what follows must look like a secret.
 _SHORT_FORMS = r"pw|pwd|mdp"
 # Written without spaces around it: no word boundary to find.
 _CREDENTIAL_WORDS_CJK = r"密码|密碼|パスワード|비밀번호"
-# "is" in the languages above, and the particles Chinese, Japanese and Korean write it with.
+# "is" in the languages above, and the particles Chinese, Japanese and Korean write it with. (Not
+# Polish "to": in English "the password to bob2@example.com" gives none.)
 _IS = (
-    r"(?:\s+(?:is|was|ist|war|est|était|es|era|é|er|var|är|on|jest|je|este|olduğu)\b|"
+    r"(?:\s+(?:is|was|ist|war|est|était|es|era|é|er|var|är|on|jest|je|este|olduğu|"
+    r"είναι|ήταν|היא|הוא|هي|هو|là|adalah)\b|"
     r"\s*(?:是|は|는|은|이))"
 )
 # What a secret stated in words must look like to be one: quoted, or holding a digit ("My password

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the case tables read best one case per line)
 """Check 25: a secret given in ordinary words.
 
 The gate denies an action that would carry secret-looking material away from the person
@@ -58,6 +59,18 @@ GIVEN = (
     ("Hindi", "पासवर्ड: hunter22"),
     ("Vietnamese", "mật khẩu: hunter22"),
     ("Indonesian", "kata sandi: hunter22"),
+    (
+        "Greek, stated",
+        "\u039f \u03ba\u03c9\u03b4\u03b9\u03ba\u03cc\u03c2 \u03b5\u03af\u03bd\u03b1\u03b9 abc1234",
+    ),
+    (
+        "Greek, access code stated",
+        "\u03ba\u03c9\u03b4\u03b9\u03ba\u03cc\u03c2 \u03c0\u03c1\u03cc\u03c3\u03b2\u03b1\u03c3\u03b7\u03c2 \u03b5\u03af\u03bd\u03b1\u03b9 4821xy",
+    ),
+    ("Hebrew, with its article, stated", "\u05d4\u05e1\u05d9\u05e1\u05de\u05d4 \u05d4\u05d9\u05d0 abc1234"),
+    ("Arabic, stated", "\u0643\u0644\u0645\u0629 \u0627\u0644\u0645\u0631\u0648\u0631 \u0647\u064a abc1234"),
+    ("Vietnamese, stated", "M\u1eadt kh\u1ea9u l\u00e0 abc1234"),
+    ("Indonesian, stated", "Kata sandi adalah abc1234"),
     ("Chinese", "密码\uff1ahunter22"),
     ("Chinese, stated", "我的密码是hunter22"),
     ("Japanese", "パスワード: hunter22"),
@@ -98,6 +111,10 @@ NOT_GIVEN = (
     "The bus is 1234",
     "Parola chiave del progetto: fiducia",
     "PW: Paul Walker sends his regards",
+    "\u039f \u03ba\u03c9\u03b4\u03b9\u03ba\u03cc\u03c2 \u03b5\u03af\u03bd\u03b1\u03b9 \u03bb\u03ac\u03b8\u03bf\u03c2",  # Greek: the password is wrong
+    "M\u1eadt kh\u1ea9u l\u00e0 qu\u00e1 ng\u1eafn",  # Vietnamese: the password is too short
+    "Kata sandi adalah rahasia",  # Indonesian: the password is secret
+    "I will send the password to bob2@example.com",
     "pwd: /home/bob",
 )
 
@@ -123,7 +140,7 @@ async def test_a_secret_given_in_ordinary_words_is_denied(principals, scorecard,
     scorecard(
         25,
         f"a secret given in ordinary words: {len(GIVEN)} ways (a password stated in words, short forms, "
-        "24 other languages, spelled out letter by letter, PINs and one-time codes) in the body and the "
+        "25 other languages, spelled out letter by letter, PINs and one-time codes) in the body and the "
         f"title of a message to someone else -> blocked; {len(NOT_GIVEN)} sentences about passwords and "
         "codes that give none asked about, notes to the person holding one queued (controls)",
         cases=tally.cases,
