@@ -137,8 +137,22 @@ def _read_all(texts: tuple[str, ...]) -> str:
 
 def _about(directive_topic: str, text: str) -> bool:
     """`is_about`, with the notice's texts already read (`_read_all`): once per notice, not once
-    per directive."""
-    return _any_about((directive_topic,)).search(text) is not None
+    per directive. The topic's reading, whole: no word character (`\\w`: a letter, a digit or "_")
+    right before or after it."""
+    topic = _topic_read(directive_topic)
+    if not topic:
+        return False
+    at = text.find(topic)
+    while at >= 0:
+        end = at + len(topic)
+        if not (at and _word_char(text[at - 1])) and not (end < len(text) and _word_char(text[end])):
+            return True
+        at = text.find(topic, at + 1)
+    return False
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"  # what `\w` matches in a str pattern
 
 
 @functools.lru_cache(maxsize=1024)

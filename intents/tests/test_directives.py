@@ -151,3 +151,32 @@ async def test_bad_input_over_mcp_is_a_clear_refusal(agent, tool: str, arguments
     assert answer["reason"]
     directives = await orm(lambda: list(Directive.objects.values_list("kind", "cleared_at")))
     assert directives == [("quiet", None)]
+
+
+def test_a_topic_is_found_whole_as_the_pattern_it_replaced_finds_it() -> None:
+    """`directives._about` (a topic's reading, whole, in a notice's read text) and the one-search
+    pattern over all topics (`_any_about`) find exactly what the per-topic regular expression
+    `(?<!\\w)topic(?!\\w)` finds, on random texts of letters of three scripts, digits, "_" and
+    separators."""
+    import random
+    import re
+
+    from intents import directives
+
+    rng = random.Random(11)
+    alphabet = "ab1_ -.é\u0436\u05d0"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        topics = tuple({"".join(rng.choice("ab1 é") for _ in range(rng.randint(1, 3))) for _ in range(3)})
+        topics = tuple(t for t in topics if t.strip() and t == " ".join(t.split()))
+
+        def found(topic: str, text: str) -> bool:
+            reading = directives._topic_read(topic)
+            return bool(reading) and re.search(rf"(?<!\w){re.escape(reading)}(?!\w)", text) is not None
+
+        for topic in topics:
+            expected = found(topic, text)
+            assert directives._about(topic, text) is expected, (topic, text)
+        if topics:
+            expected_any = any(found(t, text) for t in topics)
+            assert (directives._any_about(topics).search(text) is not None) is expected_any, (topics, text)
