@@ -15,9 +15,10 @@ from goals.goal_model.kinds import (
     ORDERED,
     PROJECT,
     REMOVED,
+    ItemKind,
     entity_of,
 )
-from goals.goal_model.state import Resolution, State, resolve
+from goals.goal_model.state import Labels, Resolution, State, resolve
 from goals.goal_model.validation import Op
 from operator_site import versioned
 from operator_site.display import Named, shown_start, visible_text
@@ -184,6 +185,13 @@ def _resolve_all(
     links: list[dict[str, int | None]] = []
     report: list[dict[str, Any]] = []
     failed = ambiguous = False
+    labels: dict[str, Labels] = {}  # each kind's titles read once for every target of the call
+
+    def labels_of(kind: ItemKind) -> Labels:
+        if kind.name not in labels:
+            labels[kind.name] = Labels(kind, state.items[kind.name].values())
+        return labels[kind.name]
+
     for op in ops:
         entry: dict[str, Any] = {"index": op.index, "entity": op.kind.name, "op": op.op}
         if op.op == "add":
@@ -193,7 +201,7 @@ def _resolve_all(
             ids.append(new_id)
             entry.update(target=None, outcome="new")
         else:
-            found = resolve(state, op.kind, op.target, pending[op.kind.name])  # type: ignore[arg-type]
+            found = resolve(state, op.kind, op.target, pending[op.kind.name], labels_of(op.kind))  # type: ignore[arg-type]
             ids.append(found.id if found.id is not None else 0)
             entry.update(found.as_dict(op.target))
             failed |= found.failed
@@ -201,7 +209,11 @@ def _resolve_all(
         op_links: dict[str, int | None] = {}
         if op.kind is PROJECT and "goal" in op.fields:
             target = op.fields["goal"]  # an id or a title (its schema), or None: unlink
-            link = Resolution("none") if target is None else resolve(state, GOAL, target, pending[GOAL.name])
+            link = (
+                Resolution("none")
+                if target is None
+                else resolve(state, GOAL, target, pending[GOAL.name], labels_of(GOAL))
+            )
             op_links["goal"] = link.id
             entry["links"] = {"goal": link.as_dict(target)}
             failed |= link.failed
