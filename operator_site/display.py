@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 from django.utils.html import escape
@@ -505,41 +505,34 @@ def _mixed_word(text: str) -> str | None:
     return None
 
 
-def _check_identifier(value: Any) -> Any:
-    if isinstance(value, str):
-        problem = identifier_problem(value)
-        if problem:
-            raise ValueError(problem)
-    return value
+def _checker(*, target: bool = False, title: bool = False) -> Callable[[Any], Any]:
+    """A pydantic validator refusing a text `identifier_problem` finds a problem in (naming it)."""
+
+    how = {name: True for name, on in (("target", target), ("title", title)) if on}
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            problem = identifier_problem(value, **how)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    return check
 
 
-def _check_title(value: Any) -> Any:
-    if isinstance(value, str):
-        problem = identifier_problem(value, title=True)
-        if problem:
-            raise ValueError(problem)
-    return value
-
-
-def _check_target(value: Any) -> Any:
-    if isinstance(value, str):
-        problem = identifier_problem(value, target=True)
-        if problem:
-            raise ValueError(problem)
-    return value
+check_identifier = _checker()
+check_title = _checker(title=True)
+check_target = _checker(target=True)
 
 
 # A pydantic type for identifier-like tool arguments that name something new: refused (invalid_arguments,
 # naming the field and the character) if they hold a hidden character, a character not in its plain
 # form, or a word mixing scripts. Combine with Field(...) as usual. Checked before the field's own
 # constraints (a pattern, a length), so the refusal always names the character.
-Identifier = Annotated[str, BeforeValidator(_check_identifier)]
+Identifier = Annotated[str, BeforeValidator(check_identifier)]
 # A new goal's, priority's or project's title: an identifier that may also hold typographic signs.
-TitleIdentifier = Annotated[str, BeforeValidator(_check_title)]
+TitleIdentifier = Annotated[str, BeforeValidator(check_title)]
 # A target named by id or by its title: the title is checked as a target (hidden characters alone: it
 # may name a row stored before the plain-form rule), and the refusal names the field itself, not a
 # branch of the union.
-IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(_check_target)]
-check_identifier = _check_identifier
-check_title = _check_title
-check_target = _check_target
+IdOrIdentifier = Annotated[StrictInt | str, BeforeValidator(check_target)]

@@ -286,6 +286,13 @@ class Tally:
         if not ok:
             self.problems.append(f"{what}: {str(body)[:300]}")
 
+    def record(self, scorecard: Any, check: int, title: str, **detail: Any) -> None:
+        """Put the tally on the scorecard as check `check`, then fail the test if anything got past."""
+        scorecard(
+            check, title, cases=self.cases, bypasses=len(self.problems), problems=self.problems[:20], **detail
+        )
+        assert self.problems == [], self.problems
+
 
 @dataclass
 class IntentRecorder:

@@ -190,14 +190,11 @@ def test_the_evidence_lookup_stops_at_the_first_authorising_row_and_within_its_b
         read <= evidence._SCAN_CHARS and len(cut) < rows,
         cut[:5],
     )
-    scorecard(
+    tally.record(
+        scorecard,
         26,
         f"the evidence lookup: {rows} instructions of 20,000 characters holding the quote → the newest authorising one alone is cut into sentences; with none left, at most {evidence._SCAN_CHARS:,} characters",
-        cases=tally.cases,
-        bypasses=len(tally.problems),
-        problems=tally.problems,
     )
-    assert tally.problems == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -300,15 +297,12 @@ def test_the_candidates_of_a_missing_name_cost_what_the_names_are_long(
             growth <= MAX_GROWTH or long < 20,
             costs,
         )
-    scorecard(
+    tally.record(
+        scorecard,
         26,
         "did you mean: a missing belief key among 200 keys, a missing project title among 200 titles, each of repetitive letters → refused with candidates; CPU grows at most x8 for names x4 as long",
-        cases=tally.cases,
-        bypasses=len(tally.problems),
-        problems=tally.problems,
         costs={k: [round(v, 1) for v in vs] for k, vs in costs.items()},
     )
-    assert tally.problems == []
 
 
 # --- directives in force: a notice is matched against all of them in one search -------------------------
@@ -362,14 +356,11 @@ def test_many_directives_in_force_do_not_stop_notice_delivery(principals, scorec
         cost <= 10 * max(anchor, 5.0),
         (cost, anchor),
     )
-    scorecard(
+    tally.record(
+        scorecard,
         26,
         "1,000 topic mutes in force, a release pass over 200 held notices → directives read once, CPU at most x10 the pass with none, the mutes obeyed",
-        cases=tally.cases,
-        bypasses=len(tally.problems),
-        problems=tally.problems,
     )
-    assert tally.problems == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -428,11 +419,8 @@ def test_many_targets_not_found_among_many_items_cost_little_more_than_found_one
         missing_ms <= 5 * max(found_ms, 20.0),
         (missing_ms, found_ms),
     )
-    scorecard(
+    tally.record(
+        scorecard,
         26,
         "one reconcile naming 50 titles among 2,000 projects: not found costs at most x5 found (6-10 s before), each still named with candidates",
-        cases=tally.cases,
-        bypasses=len(tally.problems),
-        problems=tally.problems,
     )
-    assert tally.problems == []
