@@ -513,7 +513,13 @@ def release_held(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     released = []
     held = instances(_held)
-    judges = hold_judges(now) if held else []  # the directives in force, read once for the pass
+    if not held:
+        return released
+    try:
+        judges = hold_judges(now)  # the directives in force, read once for the pass
+    except Exception:  # what holds them cannot be read: they stay held, logged, until the next pass
+        log_failure(logger, "reading what holds %d held notifications", len(held))
+        return released
     for notice in held:
         try:
             still_held = hold_reason(notice, now, judges) is not None

@@ -518,3 +518,28 @@ def test_a_claim_that_ran_half_out_is_renewed_and_a_lost_one_stops_the_deliverer
     assert (lost.state, lost.claim, lost.channels, lost.attempts) == ("sending", "other", ["email"], 0)
     assert len(webhook.received) == 1  # the second channel never reached
     assert lost.claimed_until > before + timedelta(minutes=30)  # the new holder's claim stands
+
+
+def test_a_release_pass_that_cannot_read_what_holds_notices_keeps_them_held_and_says_so(
+    settings, monkeypatch, caplog
+) -> None:
+    """The directives in force are read once for the pass; if that read fails, no held notice is
+    released blindly (a quiet the person set may still be in force), the failure is logged, and the
+    next pass tries again."""
+    import logging
+
+    settings.OPERATOR_DELIVERY = "off"
+    held = [Notification.objects.create(kind="note", title=f"held {n}", state="held") for n in range(3)]
+
+    def unreadable(now: Any) -> Any:
+        raise RuntimeError("the directives table is locked")
+
+    monkeypatch.setattr(notifications, "_hold_rules", [unreadable])
+    caplog.set_level(logging.ERROR, logger="operator.notifications")
+    assert notifications.release_held() == []
+    assert set(Notification.objects.filter(pk__in=[n.pk for n in held]).values_list("state", flat=True)) == {
+        "held"
+    }
+    assert "reading what holds 3 held notifications failed" in caplog.text
+    monkeypatch.setattr(notifications, "_hold_rules", [lambda now: lambda topic, title: None])
+    assert sorted(notifications.release_held()) == sorted(n.pk for n in held)
